@@ -813,21 +813,28 @@ SESSION_IDS = ("session_id", "assistant_id", "language")
 def record_fields(rec: Any) -> Any:
     """A metric's record as the dict the writers take: a dict as it is; any other mapping
     (``OrderedDict``, ``defaultdict``, a ``Mapping``) as a dict of its items; a pydantic model by its
-    ``model_dump()`` (trial39b B2: an ``OrderedDict`` went out without the header, every id column
-    null). Anything else (``None``: no record) as it is."""
+    ``model_dump()``; a ``NamedTuple`` by its ``_asdict()``; a dataclass by ``dataclasses.asdict``
+    (trial39b B2, B3: an ``OrderedDict`` went out without the header, every id column null, and a
+    NamedTuple record crashed the Parquet writer). Anything else (``None``: no record) as it is."""
     if rec is None or type(rec) is dict:
         return rec
     if isinstance(rec, abc.Mapping):
         return dict(rec)
     if hasattr(rec, "model_dump"):
         return rec.model_dump()
+    if isinstance(rec, tuple) and hasattr(rec, "_asdict"):
+        return dict(rec._asdict())
+    import dataclasses
+
+    if dataclasses.is_dataclass(rec) and not isinstance(rec, type):
+        return dataclasses.asdict(rec)
     return rec
 
 
 def headed(metric: str, level: str, rec: Any, score: Any = None, key: Optional[tuple] = None) -> Optional[dict]:
     """A metric's record with the engine's header (what every record of every metric starts
-    with). ``rec``: a mapping or a pydantic model (as :func:`record_fields` reads it); anything else
-    (``None``: no record) passes
+    with). ``rec``: a mapping, a pydantic model, a NamedTuple or a dataclass (as
+    :func:`record_fields` reads it); anything else (``None``: no record) passes
     unchanged, and so does a dict that already names its ``metric``. Otherwise ``metric`` and
     ``level`` go in front, and for an interaction record with its ``score`` the score's ids
     (:func:`interaction_ids`), for a session record with its session ``key`` the ids of the key
@@ -1025,9 +1032,9 @@ class _ScoreAndRoute(beam.DoFn):
                     step = "cell_value"
                     cv = None if cell_value is None else cell_value(out)
                     step = "interaction_record"  # its values are checked against the declared Parquet columns
-                    # a mapping or pydantic model (the score itself, often) is checked as it is written: the
-                    # dict record_fields reads, against the declared Parquet columns (fix39a: 2.5 went into an
-                    # int64 column; trial39b B2)
+                    # a mapping, pydantic model (the score itself, often), NamedTuple or dataclass is checked
+                    # as it is written: the dict record_fields reads, against the declared Parquet columns
+                    # (fix39a: 2.5 went into an int64 column; trial39b B2, B3)
                     fields = None if record is None else record_fields(record(out))
                 except Exception as e:  # noqa: BLE001
                     problem = _raised(step, e)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import collections
 import collections.abc as abc
+import dataclasses
 import json
+from typing import NamedTuple
 
 import pytest
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.engine import MetricSpec, Scored
+from fair_forge_beam.schemas.metric_info import ParquetColumns
 from fair_forge_beam.statistical.combiners import BootstrapMeanCombineFn
 from test_score_boundary import OddWords, _jsonl, _SessionWords, _SliceWords
 
@@ -213,6 +216,15 @@ def test_a_function_scorers_batch_that_raises_is_scored_again_one_by_one():
             ("s3/a/0", "words: the scorer gave no score and no dead letter for this interaction")]), label="dead")
 
 
+class _Record(NamedTuple):
+    words: float
+
+
+@dataclasses.dataclass
+class _RecordDC:
+    words: float
+
+
 class _Columns(abc.Mapping):
     """A mapping that is no dict subclass."""
 
@@ -241,3 +253,51 @@ def test_any_mapping_record_gets_the_header_a_dict_gets(rec):
     score = Scored.of(ix("s1", "a", 0, "one two"), 2)
     assert headed("words", "interaction", rec, score) == headed("words", "interaction", {"words": 2}, score)
     assert type(headed("words", "interaction", rec, score)) is dict
+
+
+@pytest.mark.parametrize("rec", [_Record(2), _RecordDC(2)], ids=["NamedTuple", "dataclass"])
+def test_a_namedtuple_or_dataclass_record_is_read_as_the_dict_of_its_fields(rec):
+    """trial39b B3 (decision, docs/engine.md: a record is a mapping, a pydantic model, a NamedTuple or a
+    dataclass): a NamedTuple record went out as it was and crashed the Parquet writer."""
+    from helpers import ix
+
+    from fair_forge_beam.engine import headed
+
+    score = Scored.of(ix("s1", "a", 0, "one two"), 2)
+    assert headed("words", "interaction", rec, score) == headed("words", "interaction", {"words": 2}, score)
+
+
+_FORMS = {"nt": _Record, "dc": _RecordDC, "od": lambda v: collections.OrderedDict(words=v)}
+
+
+class RecordFormWords(Words):
+    """Words whose Parquet column ``words`` is int64 and whose record takes the form its answer names
+    (``"nt 2.5"``: a NamedTuple holding 2.5)."""
+
+    info = dataclasses.replace(Words.info, parquet=(ParquetColumns(columns=(("words", "int64"),)),))
+
+    def spec(self, windowed=False):
+        return dataclasses.replace(
+            super().spec(windowed), scorer=lambda x: Scored.of(x, x.assistant), session_value=lambda s: 1.0,
+            interaction_record=lambda s: _FORMS[s.value.split()[0]](float(s.value.split()[1])))
+
+
+def test_a_record_of_any_form_is_checked_against_its_columns_and_written_with_its_header():
+    """trial39b B2, B3: 3.5 in a NamedTuple / dataclass record's int64 column was not checked (and the
+    Parquet writer failed on the record); an OrderedDict record's ids were null."""
+    from helpers import fnapi_pipeline, ix
+
+    from apache_beam.testing.util import assert_that, equal_to
+    from fair_forge_beam.statistical import FrequentistMode
+
+    answers = ["nt 2", "nt 3.5", "dc 4", "dc 0.5", "od 5"]
+    with fnapi_pipeline() as p:
+        out = (p | beam.Create([ix("s1", "a", t, a) for t, a in enumerate(answers)])
+               | RecordFormWords(statistical_mode=FrequentistMode()))
+        assert_that(out["interactions"] | beam.Map(lambda r: (r["element_id"], r["words"])),
+                    equal_to([("s1/a/0", 2.0), ("s1/a/2", 4.0), ("s1/a/4", 5.0)]), label="scored")
+        assert_that(out["dead_letter"] | beam.Map(lambda d: (d.element_id, d.reason.split(" (")[0])), equal_to([
+            ("s1/a/1", "words: the scorer's Scored record column 'words' is 3.5, not a whole number, where the metric "
+                       "declares an int"),
+            ("s1/a/3", "words: the scorer's Scored record column 'words' is 0.5, not a whole number, where the metric "
+                       "declares an int")]), label="dead")
