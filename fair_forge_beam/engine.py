@@ -1022,9 +1022,12 @@ class _ScoreAndRoute(beam.DoFn):
                     continue
                 yield out
                 continue
-            problem = check.not_a_score(out, self._gave)
-            if problem is None and own_ids is not None:
-                problem = own_ids(out, element)
+            try:  # the engine's check must never raise; if it does, the score is a dead letter (trial39b B4)
+                problem = check.not_a_score(out, self._gave)
+                if problem is None and own_ids is not None:
+                    problem = own_ids(out, element)
+            except Exception as e:  # noqa: BLE001
+                problem = f"the engine's check of the score {_exception_words(e)}"
             if problem is None:  # the spec's own functions: a failure is the score's dead letter
                 step = "session_value"
                 try:
@@ -1039,7 +1042,10 @@ class _ScoreAndRoute(beam.DoFn):
                 except Exception as e:  # noqa: BLE001
                     problem = _raised(step, e)
                 else:
-                    problem = check.problem(out, sv, cv, fields)
+                    try:
+                        problem = check.problem(out, sv, cv, fields)
+                    except Exception as e:  # noqa: BLE001 - the check must never raise (trial39b B4)
+                        problem = f"the engine's check of the score {_exception_words(e)}"
             if problem is None:
                 try:
                     rec = None if record is None else headed(spec.name, "interaction", fields, out)

@@ -335,9 +335,14 @@ def _float_problem(v: float) -> str:
 
 
 def _short(v: Any) -> str:
+    """``repr(v)``, cut to 60 characters; never raises (trial39b B4: a value whose ``__repr__`` raised
+    made the check itself raise): a repr that fails is told by the value's type."""
     if type(v) is int:
         return _int_text(v)
-    text = repr(v)
+    try:
+        text = repr(v)
+    except Exception:  # noqa: BLE001 - the value's own code
+        return f"a {_type_name(type(v))} whose repr raised"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -690,3 +690,28 @@ def test_a_container_never_fits_a_scalar_arm_of_a_union(declared, value, said):
     """trial39b B1, as the test above: ``Union[str, list[float]]`` took ``[nan]`` by its str arm."""
     test_the_check_follows_every_form_of_the_declaration(declared, value, said)
 
+
+class _ReprRaises:
+    def __repr__(self):
+        raise RuntimeError("repr boom")
+
+
+class _FloatReprRaises(float):
+    def __repr__(self):
+        raise RuntimeError("repr boom")
+
+
+@pytest.mark.parametrize("value, said", [(_ReprRaises(), "a _ReprRaises (a _ReprRaises whose repr raised) where the "
+                                                         "metric declares a number"),
+                                         (_FloatReprRaises(2.0), "a _FloatReprRaises (a _FloatReprRaises whose repr "
+                                                                 "raised), not a float or int")],
+                         ids=["object", "float"])
+def test_the_check_never_raises_on_a_value_whose_repr_raises(value, said):
+    """trial39b B4: ``_short`` called ``repr()``, so a value whose ``__repr__`` raised, where an int is
+    declared, made the check itself raise (a traceback in Engine/words/Score); now the reason names its type."""
+    from fair_forge_beam.score_check import ScoreCheck
+
+    spec = MetricSpec(name="m", scorer=None, interaction_record=None, session_value=lambda s: s.value,
+                      session_reducer=None, estimator=None, session_value_type=int)
+    problem = ScoreCheck(spec, IDS).problem(Scored("e", "s", "a", "english", 0, "q", 1.0), value)
+    assert problem.startswith(f"session value is {said}"), problem

@@ -216,6 +216,32 @@ def test_a_function_scorers_batch_that_raises_is_scored_again_one_by_one():
             ("s3/a/0", "words: the scorer gave no score and no dead letter for this interaction")]), label="dead")
 
 
+def test_a_check_that_raises_is_the_scores_dead_letter(monkeypatch):
+    """trial39b B4: ``check.problem()`` ran outside the engine's guard, so a failure of the check itself was a
+    traceback ending the audit; now it is the score's dead letter, with its record."""
+    from helpers import fnapi_pipeline, ix
+
+    from apache_beam.testing.util import assert_that, equal_to
+    from fair_forge_beam.score_check import ScoreCheck
+    from fair_forge_beam.statistical import FrequentistMode
+
+    problem = ScoreCheck.problem
+
+    def failing(self, score, *a, **k):
+        if score.turn_index == 1:
+            raise RuntimeError("the check failed")
+        return problem(self, score, *a, **k)
+
+    monkeypatch.setattr(ScoreCheck, "problem", failing)
+    with fnapi_pipeline() as p:
+        out = (p | beam.Create([ix("s1", "a", t, a) for t, a in enumerate(["one two", "three"])])
+               | Words(statistical_mode=FrequentistMode()))
+        assert_that(out["interactions"] | beam.Map(lambda r: (r["turn_index"], r["words"])), equal_to([(0, 2)]),
+                    label="scored")
+        assert_that(out["dead_letter"] | beam.Map(lambda d: (d.element_id, d.reason.split(" (")[0])), equal_to([
+            ("s1/a/1", "words: the engine's check of the score raised RuntimeError: the check failed")]), label="dead")
+
+
 class _Record(NamedTuple):
     words: float
 
