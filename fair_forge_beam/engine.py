@@ -1011,10 +1011,12 @@ class _ScoreAndRoute(beam.DoFn):
         except Exception as e:  # noqa: BLE001 - any failure of the metric's own code (docs/engine.md)
             outs = self._failed(element, e)
         own_ids, check = self._own_ids, self._check
-        if self._covering and outs:
-            outs = [*outs, *self._unanswered(element, outs)]
-        elif self._covering:
-            outs = self._unanswered(element, ())
+        # a call of several interactions (a batch, or a DoFn's call): one score per interaction, the
+        # second a dead letter naming it; what names no interaction (None, a float) is said in the dead
+        # letter of the interaction left without a score (trial39b B9: one interaction counted twice,
+        # or two dead letters, one without its record)
+        scored: Optional[set] = set() if self._covering else None
+        strays: list = []
         for out in outs or ():
             if isinstance(out, beam.pvalue.TaggedOutput):
                 if type(out.value) is InteractionWarning:
@@ -1024,8 +1026,18 @@ class _ScoreAndRoute(beam.DoFn):
                 continue
             try:  # the engine's check must never raise; if it does, the score is a dead letter (trial39b B4)
                 problem = check.not_a_score(out, self._gave)
+                if problem is not None and scored is not None and getattr(out, "element_id", None) is None:
+                    strays.append((out, problem))  # no score, naming no interaction: said with the one it left
+                    continue
                 if problem is None and own_ids is not None:
                     problem = own_ids(out, element)
+                if problem is None and scored is not None:
+                    eid = getattr(out, "element_id", None)
+                    if eid in scored:
+                        problem = (f"the scorer gave a second score for the interaction {quoted(eid, 80)} "
+                                   f"(one score per interaction; the first is the one counted)")
+                    elif eid is not None:
+                        scored.add(eid)
             except Exception as e:  # noqa: BLE001
                 problem = f"the engine's check of the score {_exception_words(e)}"
             if problem is None:  # the spec's own functions: a failure is the score's dead letter
@@ -1066,18 +1078,24 @@ class _ScoreAndRoute(beam.DoFn):
                 yield tagged("sessions", (_session_key(out), (slot, sv)))
             if cell_value is not None:
                 yield tagged("sessions", (_session_key(out), (self.cell_slot, cv)))
+        if self._covering:
+            yield from self._unanswered(element, outs or (), strays)
         if type(element) is list:
             check.forget()
 
-    def _unanswered(self, element, outs) -> list:
+    def _unanswered(self, element, outs, strays=()) -> list:
         """The dead letters of the interactions of the call ``element`` a ``DoFn`` scorer gave neither
         a score nor a dead letter (``outs``: what it gave): every interaction read and not scored is
         counted with a reason (trial38 T8). An interaction is answered by a score or dead letter
-        naming its ``element_id``, or by a score without one (a ``SessionPart``) of its session."""
+        naming its ``element_id``, or by a score without one (a ``SessionPart``) of its session.
+        ``strays``: ``(out, problem)`` of what the scorer gave that names no interaction (``None``, a
+        float): its problem is said in the dead letters of the interactions left unanswered (one dead
+        letter per interaction, with its record); with none left unanswered, each is a dead letter of
+        its own."""
         # an element without an element_id (not a StreamedBatch: a test's value) cannot be told answered
         xs = [x for x in (element if isinstance(element, list) else (element,)) if getattr(x, "element_id", None) is not None]
         if not xs:
-            return []
+            return [self._invalid_score(element, out, problem) for out, problem in strays]
         done: set = set()
         for out in outs:
             if isinstance(out, beam.pvalue.TaggedOutput):
@@ -1089,10 +1107,15 @@ class _ScoreAndRoute(beam.DoFn):
             done.add(eid if eid is not None else ("session", getattr(out, "session_id", None),
                                                   getattr(out, "assistant_id", None), getattr(out, "language", None)))
         if len(done) >= len(xs) and all(x.element_id in done for x in xs):
-            return []
+            return [self._invalid_score(element, out, problem) for out, problem in strays]
         missing = [x for x in xs if x.element_id not in done and ("session", *_session_key(x)) not in done]
-        return [self._dead(x, "the scorer gave no score and no dead letter for this interaction (a DoFn scorer yields a "
-                              "score or TaggedOutput('dead_letter', …) for each interaction)") for x in missing]
+        if not missing:
+            return [self._invalid_score(element, out, problem) for out, problem in strays]
+        why = ("the scorer gave no score and no dead letter for this interaction (a DoFn scorer yields a "
+               "score or TaggedOutput('dead_letter', …) for each interaction)")
+        if strays:  # what the scorer gave instead of a score (with several, the first few kinds of it)
+            why = "; ".join(dict.fromkeys(problem for _, problem in strays[:3]))
+        return [self._dead(x, why) for x in missing]
 
     def _failed(self, element, exc: BaseException) -> list:
         """The outputs of a scorer call that raised ``exc``: a call of one interaction gives its dead

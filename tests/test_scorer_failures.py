@@ -216,6 +216,54 @@ def test_a_function_scorers_batch_that_raises_is_scored_again_one_by_one():
             ("s3/a/0", "words: the scorer gave no score and no dead letter for this interaction")]), label="dead")
 
 
+def _odd_batch(xs):
+    """A function scorer given a batch: ``None`` or a float in place of an answer's score, two scores for ``dup``."""
+    out = []
+    for x in xs:
+        a = x.assistant
+        if a == "none":
+            out.append(None)
+        elif a == "float":
+            out.append(1.0)
+        elif a == "dup":
+            out += [Scored.of(x, 1), Scored.of(x, 1)]
+        else:
+            out.append(Scored.of(x, len(a.split())))
+    return out
+
+
+class OddBatchWords(BatchFunctionWords):
+    def scorer(self):
+        return _odd_batch
+
+
+def test_one_interaction_gets_at_most_one_score_and_one_dead_letter_with_its_record():
+    """trial39b B9: a batch's list holding two scores of one interaction counted it twice (its session's
+    n_interactions 2, one interaction scored); a None or a float in the list gave two dead letters for one
+    interaction, one without element_id and record. Now the second score is a dead letter naming the
+    duplicate, and an interaction left without a score is one dead letter, with its record, saying what
+    the scorer returned instead."""
+    from helpers import fnapi_pipeline, ix
+
+    from apache_beam.testing.util import assert_that, equal_to
+    from fair_forge_beam.statistical import FrequentistMode
+
+    answers = {("s1", 0): "one two", ("s1", 1): "none", ("s2", 0): "float", ("s2", 1): "dup", ("s3", 0): "a b c"}
+    with fnapi_pipeline() as p:
+        out = (p | beam.Create([ix(s, "a", t, a) for (s, t), a in answers.items()])
+               | OddBatchWords(statistical_mode=FrequentistMode()))
+        assert_that(out["interactions"] | beam.Map(lambda r: (r["session_id"], r["turn_index"], r["words"])),
+                    equal_to([("s1", 0, 2), ("s2", 1, 1), ("s3", 0, 3)]), label="scored")
+        assert_that(out["sessions"] | beam.Map(lambda r: (r["session_id"], r["n_interactions"])),
+                    equal_to([("s1", 1), ("s2", 1), ("s3", 1)]), label="sessions")
+        assert_that(out["dead_letter"] | beam.Map(lambda d: (
+            d.element_id, d.element_id is not None and json.loads(d.raw)["element_id"] == d.element_id,
+            d.reason.startswith("words: the scorer returned a NoneType, not a score") and "returned a float" in d.reason
+            if d.element_id != "s2/a/1" else d.reason.split(" (")[0])), equal_to([
+                ("s1/a/1", True, True), ("s2/a/0", True, True),
+                ("s2/a/1", True, "words: the scorer gave a second score for the interaction 's2/a/1'")]), label="dead")
+
+
 def test_a_check_that_raises_is_the_scores_dead_letter(monkeypatch):
     """trial39b B4: ``check.problem()`` ran outside the engine's guard, so a failure of the check itself was a
     traceback ending the audit; now it is the score's dead letter, with its record."""
