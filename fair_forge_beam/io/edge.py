@@ -10,7 +10,8 @@ converted to a JSON value, here — never a crash later in a coder, a metric or 
   record check below.
 * :func:`check_value` — an iterative (recursion-free) walk: nesting depth at most
   :data:`MAX_NESTING`, no lone surrogate in any key or string, only JSON types; Parquet/Arrow
-  temporal and decimal values converted (:func:`json_value`).
+  temporal and decimal values converted (:func:`json_value`); bytes that are not UTF-8 refused
+  in a text field, kept as ``"base64:..."`` in another.
 * :func:`json_values` — the values of a ``.json`` text (the elements of its top-level array) cut
   one by one from pieces of the file, none held whole over a size limit; each is parsed on its
   own, so that one bad or huge element does not take the others with it.
@@ -50,6 +51,10 @@ __all__ = [
     "RecordRejected",
     "loads",
     "check_value",
+    "LoneSurrogate",
+    "TEXT_FIELDS",
+    "not_utf8_reason",
+    "undecodable_field",
     "json_value",
     "json_values",
     "JsonValue",
@@ -104,6 +109,47 @@ class RecordRejected(ValueError):
     """A record that must go to the dead letter; the message is the reason."""
 
 
+class LoneSurrogate(RecordRejected):
+    """A record holding a lone surrogate; ``where`` is the path of the string (or key) that holds it."""
+
+    def __init__(self, message: str, where: str):
+        super().__init__(message)
+        self.where = where
+
+
+#: the fields of an interaction the reader reads as text (ids, language, context, each turn's query,
+#: answer, reference, observation, and the nested values of agentic steps, logprobs and spans), and
+#: the containers that hold them: bytes that are not UTF-8 there make the record a dead letter
+#: (:func:`not_utf8_reason`); only in another field are they kept as ``"base64:..."`` text, with a warning
+TEXT_FIELDS = frozenset({
+    "session_id", "assistant_id", "language", "context", "chatbot_role", "conversation", "metadata", "batch",
+    "turn_index", "qa_id", "query", "assistant", "ground_truth_assistant", "observation", "agentic",
+    "ground_truth_agentic", "logprobs", "weight", "spans",
+})
+
+
+def not_utf8_reason(field: Optional[str], reason: str, offset: int, of: str) -> str:
+    """The reason of a dead letter for bytes that are not UTF-8, the same in every input format:
+    ``field 'conversation.0.assistant' holds bytes that are not UTF-8 text (invalid start byte at
+    byte 35 of the value) …`` (``field`` ``None``: the field could not be told)."""
+    what = f"field {quoted(field)}" if field else "a field"
+    return (f"{what} holds bytes that are not UTF-8 text ({reason} at byte {offset:,} of {of}): decode it to text "
+            "(e.g. from Latin-1 or cp1252) before the audit")
+
+
+def undecodable_field(text: str, limit: Optional[int] = None) -> Optional[str]:
+    """The path of the first string or key of JSON ``text`` that holds a lone surrogate — where the
+    bytes that did not decode are once the text is decoded with ``surrogateescape`` (UTF-8) or
+    ``surrogatepass`` (UTF-16/32) — or ``None`` when the text is no record (not JSON, over a bound)."""
+    try:
+        loads(text, limit=limit)
+    except LoneSurrogate as exc:
+        return exc.where
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
 def has_surrogates(text: str) -> bool:
     """True when ``text`` holds a lone UTF-16 surrogate (U+D800–U+DFFF), which no UTF encoding can write."""
     return _SURROGATE.search(text) is not None
@@ -131,7 +177,7 @@ def json_value(value: Any) -> Any:
     an offset — Arrow timestamps without a time zone — is taken as UTC, as
     :func:`fair_forge_beam.io.event_time.parse_timestamp` does), ``date``/``time`` →
     ISO 8601, ``timedelta`` → seconds, finite ``Decimal`` → ``float``, ``bytes`` → UTF-8 text
-    (or ``"base64:..."`` when not UTF-8), numpy scalars → Python numbers.
+    (bytes that are not UTF-8 are refused; :func:`check_value` decides by field), numpy scalars → Python numbers.
 
     Raises:
         RecordRejected: a type with no JSON form (the reason names it).
@@ -154,17 +200,17 @@ def json_value(value: Any) -> Any:
             raise RecordRejected(f"decimal value {value} is not a finite number")
         return f
     if isinstance(value, (bytes, bytearray, memoryview)):
-        b = bytes(value)
         try:
-            return b.decode("utf-8")
-        except UnicodeDecodeError:
-            return "base64:" + base64.b64encode(b).decode("ascii")
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordRejected(not_utf8_reason(None, exc.reason, exc.start, "the value")) from None
     if isinstance(value, np.generic):
         return value.item()
     raise RecordRejected(f"value of type {type(value).__name__} has no JSON form")
 
 
-def check_value(value: Any, max_depth: int = MAX_NESTING, convert: bool = False) -> Any:
+def check_value(value: Any, max_depth: int = MAX_NESTING, convert: bool = False,
+                text_fields: Optional[frozenset] = None, kept: Optional[list] = None) -> Any:
     """Check a parsed record without recursion; return it (converted when ``convert``).
 
     Rules: nesting depth ≤ ``max_depth`` (the record itself is level 1); every string and key is
@@ -172,15 +218,21 @@ def check_value(value: Any, max_depth: int = MAX_NESTING, convert: bool = False)
     (``dict``, ``list``, ``str``, ``int``, ``float``, ``bool``, ``None``; tuples as lists), with
     ``convert=True`` other scalars are converted by :func:`json_value` (Parquet rows).
 
+    Bytes that are not UTF-8 (``convert=True``): with ``text_fields=None`` they are left as bytes
+    (the reader decides later, knowing the run's slice and timestamp fields); otherwise under a field
+    of ``text_fields`` (the top-level key, or a key of a conversation entry, ``metadata`` or ``batch``)
+    they reject the record (:func:`not_utf8_reason`: the field and the byte offset), under any other
+    field they become ``"base64:..."`` text and their path is appended to ``kept``.
+
     Raises:
         RecordRejected: the first rule broken in the record's order (a mapping's keys are checked
             before its values), with the path of the offending value (``conversation.0.agentic``)
             in the message.
     """
     root = [value]
-    stack = [(root, 0, value, 1, "")]
+    stack = [(root, 0, value, 1, "", None)]
     while stack:
-        parent, key, node, depth, path = stack.pop()
+        parent, key, node, depth, path, field = stack.pop()
         where = path or "record"
         if len(where) > 80:
             where = where[:40] + "…" + where[-36:]
@@ -194,7 +246,7 @@ def check_value(value: Any, max_depth: int = MAX_NESTING, convert: bool = False)
                     if not isinstance(k, str):
                         raise RecordRejected(f"key {quoted(k)} at {where} is not a string")
                     if has_surrogates(k):
-                        raise RecordRejected(_surrogate_reason(f"a key at {where}", k))
+                        raise LoneSurrogate(_surrogate_reason(f"a key at {where}", k), f"{path}.{k}" if path else k)
                 items = reversed(node.items())
             else:
                 if isinstance(node, tuple):
@@ -203,13 +255,29 @@ def check_value(value: Any, max_depth: int = MAX_NESTING, convert: bool = False)
                 items = zip(range(len(node) - 1, -1, -1), reversed(node))
             # pushed last to first, so that the walk meets values in the record's own order and the
             # reason names the first broken one (trial33 T3: it named conversation.2 of three)
+            # the field a value belongs to: the record's key, or the key of a conversation entry, a metadata or batch
+            names = isinstance(node, dict) and (depth == 1 or (field == "conversation" and depth == 3)
+                                                or (field in ("metadata", "batch") and depth == 2))
             for k, v in items:
                 if v is None or isinstance(v, (bool, int, float)):
                     continue
-                stack.append((node, k, v, depth + 1, f"{path}.{k}" if path else str(k)))
+                stack.append((node, k, v, depth + 1, f"{path}.{k}" if path else str(k), k if names else field))
         elif isinstance(node, str):
             if has_surrogates(node):
-                raise RecordRejected(_surrogate_reason(where, node))
+                raise LoneSurrogate(_surrogate_reason(where, node), path or "record")
+        elif convert and isinstance(node, (bytes, bytearray, memoryview)):
+            b = bytes(node)
+            try:
+                parent[key] = b.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if text_fields is None:
+                    parent[key] = b
+                elif field is None or field in text_fields:
+                    raise RecordRejected(not_utf8_reason(path or "record", exc.reason, exc.start, "the value")) from None
+                else:
+                    parent[key] = "base64:" + base64.b64encode(b).decode("ascii")
+                    if kept is not None:
+                        kept.append(path)
         elif convert:
             parent[key] = json_value(node)
         else:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections.abc
 import functools
 import hashlib
+import itertools
 import json
 import os
 import logging
@@ -428,6 +429,17 @@ def _empty_answer_warnings(meta, qa_ids: Sequence[str], where: str):
             "language dead-letters them with the rest)")
 
 
+def _base64_warning(paths: list, where: str):
+    """A ``binary_as_base64`` warning: the record's fields at ``paths`` (none the reader reads as text:
+    :data:`~fair_forge_beam.io.edge.TEXT_FIELDS`, slice and timestamp fields) held bytes that are not UTF-8,
+    kept as ``"base64:..."`` text."""
+    shown = ", ".join(quoted(p) for p in paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return beam.pvalue.TaggedOutput(QUALITY, QualityWarning(
+        "binary_as_base64", where,
+        f"record at {where}: field(s) {shown} held bytes that are not UTF-8 text, kept as \"base64:...\" text; "
+        "no metric reads them (a text field holding such bytes is a dead letter)"))
+
+
 def _rejected(reason: str, record: Any, where: str):
     """A record rejected at read: its dead letter (stage ``read``, ``source`` its place)."""
     return beam.pvalue.TaggedOutput(DEAD, dead_letter("read", reason, record, source=where))
@@ -522,7 +534,8 @@ class _ParseRecord(beam.DoFn):
                 try:
                     text = payload.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    return [_rejected(f"line is not valid UTF-8: {exc.reason} at byte {exc.start:,}",
+                    field = edge.undecodable_field(payload.decode("utf-8", "surrogateescape"), self.max_record_bytes)
+                    return [_rejected(f"line is not valid UTF-8: {edge.not_utf8_reason(field, exc.reason, exc.start, 'the line')}",
                                       payload.decode("utf-8", "replace"), where)]
             else:
                 text = payload
@@ -541,11 +554,15 @@ class _ParseRecord(beam.DoFn):
             try:
                 if hasattr(payload, "model_dump"):  # pydantic objects from a retriever
                     payload = payload.model_dump()
-                rec = edge.check_value(payload, convert=True)
+                kept: list = []
+                rec = edge.check_value(payload, convert=True, kept=kept, text_fields=edge.TEXT_FIELDS.union(
+                    self.slice_fields, [self.timestamp_field] if self.timestamp_field else []))
             except edge.RecordRejected as exc:
                 return [_rejected(str(exc), payload, where)]
             except (RecursionError, ValueError, TypeError) as exc:
                 return [_rejected(f"cannot read record ({plain_reason(exc)})", repr(type(payload)), where)]
+            if kept:
+                return itertools.chain([_base64_warning(kept, where)], self._record(where, rec, (str(source), int(position))))
         return self._record(where, rec, (str(source), int(position)))
 
     def _record(self, where, rec, position_key=("", 0)):
@@ -1224,9 +1241,14 @@ def _decoded_lines(file_name: str, f, encoding: str, limit: int = MAX_RECORD_BYT
             try:
                 line = raw.decode(enc)
             except UnicodeDecodeError as exc:
+                try:
+                    field = edge.undecodable_field(raw.decode(enc, "surrogatepass"), limit)
+                except UnicodeDecodeError:
+                    field = None
                 yield (file_name, pos, ReadError(
                     f"file {file_name} looks like {encoding.upper()} (by its first bytes) but the line at character "
-                    f"{pos} does not decode as it: {plain_reason(exc)}", ""))
+                    f"{pos} does not decode as it: {plain_reason(exc)}"
+                    + (f"; the field {quoted(field)} holds the bytes at byte {exc.start:,} of the line" if field else ""), ""))
                 line = None
             else:
                 if pos == 0:
@@ -1371,7 +1393,9 @@ def _json_element(path: str, value, limit: int):
     try:
         return value.text.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return ReadError(f"element {value.index} of JSON file {path} is not valid UTF-8: {exc.reason} at byte {exc.start:,}",
+        field = edge.undecodable_field(value.text.decode("utf-8", "surrogateescape"), limit)
+        return ReadError(f"element {value.index} of JSON file {path} is not valid UTF-8: "
+                         f"{edge.not_utf8_reason(field, exc.reason, exc.start, 'the element')}",
                          value.text.decode("utf-8", "replace"))
 
 
