@@ -8,7 +8,7 @@ interaction is stamped with its event time (:class:`~fair_forge_beam.io.event_ti
 | source | Beam primitive | watermark |
 |---|---|---|
 | :class:`StreamingRetriever` | a splittable ``DoFn`` over positions ``0, 1, 2, …`` of the retriever's iterator | the highest event time emitted so far (``ManualWatermarkEstimator``) |
-| :class:`WatchJsonl` | ``fileio.MatchContinuously`` (``PeriodicImpulse`` + ``MatchAll``), each file read once (a stateful ``DoFn`` keyed by path), ``ReadMatches`` | the poll time |
+| :class:`WatchJsonl` | ``fileio.MatchContinuously`` (``PeriodicImpulse`` + ``MatchAll``), each file read once, up to its size when matched (a stateful ``DoFn`` keyed by path; a later change is a dead letter counting the bytes not read), ``ReadMatches`` | the poll time |
 | :class:`KafkaRecords` | ``ReadFromKafka`` (cross-language: a running expansion service, or its jar from Maven Central at pipeline construction) | the messages' timestamps (``CreateTime``), then the wall clock when a partition has no backlog |
 | :class:`PubSubRecords` | ``ReadFromPubSub`` (needs ``apache-beam[gcp]``; runs natively on Dataflow) | Pub/Sub's, by publish time or ``timestamp_attribute`` |
 
@@ -19,6 +19,7 @@ a ``Watch`` whose polls, on the in-memory ``FnApiRunner``, do not wait for the p
 """
 from __future__ import annotations
 
+import io
 import itertools
 import re
 import typing
@@ -183,34 +184,81 @@ class ReadStreamingRetriever(beam.PTransform):
 
 # ------------------------------------------------------------------ watched folder
 class _FirstTimeSeen(beam.DoFn):
-    """``(path, metadata)`` → ``metadata`` the first time a path is seen (state per path)."""
+    """``(path, metadata)`` → ``metadata`` the first time a path is seen (state per path: the size
+    and modification time it had then, and as last reported); a later match of the same path whose
+    size or modification time differ from the last seen → one ``ReadError`` record (output
+    ``changed``) saying how many bytes after the ones read were not read — a watched file is read once
+    (trial39 T5: lines appended after the read were lost without a word)."""
 
-    SEEN = ReadModifyWriteStateSpec("seen", beam.coders.BooleanCoder())
+    SEEN = ReadModifyWriteStateSpec("seen_size_mtime", beam.coders.PickleCoder())
 
     def process(self, kv, seen=beam.DoFn.StateParam(SEEN)):
-        if not seen.read():
-            seen.write(True)
-            yield kv[1]
+        path, m = kv
+        now = (int(m.size_in_bytes or 0), float(getattr(m, "last_updated_in_seconds", 0) or 0))
+        state = seen.read()
+        if state is None:
+            seen.write((now, now))
+            yield m
+            return
+        read, last = state
+        if now == last:
+            return
+        seen.write((read, now))
+        yield beam.pvalue.TaggedOutput("changed", (path, 0, _changed_file_error(path, read[0], now[0])))
+
+
+def _changed_file_error(path: str, read: int, size: int):
+    """The ``ReadError`` of a watched file that changed after its first ``read`` bytes were read."""
+    from fair_forge_beam.io.read import ReadError
+
+    if size > read:
+        what = (f"grew after it was read: {size - read:,} bytes after its first {read:,} were not read "
+                f"(now {size:,} bytes)")
+    else:
+        what = f"changed after it was read (its first {read:,} bytes; now {size:,} bytes): it is not read again"
+    return ReadError(f"watched file {path} {what}; a watched file is read once, when it first matches: write it "
+                     "elsewhere and rename it into the folder (docs/streaming.md)", "")
+
+
+class _Capped(io.RawIOBase):
+    """The first ``size`` bytes of binary file ``f``: a watched file is read as it was matched."""
+
+    def __init__(self, f, size: int):
+        self.f, self.left = f, size
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = min(len(b), self.left)
+        data = self.f.read(n) if n else b""
+        b[:len(data)] = data
+        self.left -= len(data)
+        return len(data)
 
 
 class _ReadLines(beam.DoFn):
     """A readable file → ``(path, byte offset, line bytes)`` (the offset is the line's stable
-    position); an unreadable file → one ``ReadError`` record naming it."""
+    position); an unreadable file → one ``ReadError`` record naming it. An uncompressed file is
+    read up to the size it had when matched (:class:`_FirstTimeSeen` names what came after)."""
 
     def __init__(self, max_record_bytes: int):
         self.max_record_bytes = int(max_record_bytes)
 
     def process(self, readable):
-        from fair_forge_beam.io.edge import CompressedDataError, open_input
+        from fair_forge_beam.io.edge import CompressedDataError, compression_suffix, open_input
         from fair_forge_beam.io.read import ReadError, compressed_end_reason, compressed_refusal, file_lines
 
         path, lines = readable.metadata.path, 0
+        size = getattr(readable.metadata, "size_in_bytes", None)
         try:
             refused = compressed_refusal(path)  # a damaged compressed file: one dead letter, none of its lines
             if refused is not None:
                 yield (path, 0, refused)
                 return
             with open_input(path) as f:  # compressed files in bounded pieces (Beam's reader expands 16 MiB reads)
+                if size is not None and not compression_suffix(path.lower()):
+                    f = io.BufferedReader(_Capped(f, int(size)))
                 for item in file_lines(path, f, self.max_record_bytes):
                     yield item
                     lines += 1
@@ -248,7 +296,9 @@ class _RefuseUndecodableNames(beam.DoFn):
 
 class WatchJsonl(beam.PTransform):
     """``PBegin`` → ``(path, offset, line)`` of every JSONL file that appears under ``pattern``,
-    each file read once (when first matched; later appends are not re-read).
+    each file read once, up to its size when first matched; a later change of its size or modification
+    time is one dead letter per change, saying how many bytes were not read (never re-read, so no
+    line is counted twice).
 
     Args:
         pattern: a glob (any Beam filesystem), e.g. ``/data/incoming/*.jsonl``.
@@ -276,21 +326,21 @@ class WatchJsonl(beam.PTransform):
     def expand(self, pbegin):
         start = Timestamp.now()
         stop = start + Duration.of(self.stop_after) if self.stop_after else MAX_TIMESTAMP
-        named = (
+        seen = (
             pbegin
             | "MatchContinuously" >> fileio.MatchContinuously(
                 self.pattern, interval=self.interval, has_deduplication=False, start_timestamp=start, stop_timestamp=stop
             )
             | "KeyByPath" >> beam.ParDo(_KeyByShownPath()).with_output_types(typing.Tuple[str, typing.Any])
-            | "FirstTimeSeen" >> beam.ParDo(_FirstTimeSeen())
-            | "Names" >> beam.ParDo(_RefuseUndecodableNames()).with_outputs("refused", main="files")
+            | "FirstTimeSeen" >> beam.ParDo(_FirstTimeSeen()).with_outputs("changed", main="files")
         )
+        named = seen.files | "Names" >> beam.ParDo(_RefuseUndecodableNames()).with_outputs("refused", main="files")
         lines = (
             named.files
             | "ReadMatches" >> fileio.ReadMatches()
             | "ReadLines" >> beam.ParDo(_ReadLines(self.max_record_bytes or MAX_RECORD_BYTES))
         )
-        return (lines, named.refused) | "WithRefused" >> beam.Flatten()
+        return (lines, named.refused, seen.changed) | "WithRefused" >> beam.Flatten()
 
 
 # ------------------------------------------------------------------ Kafka
