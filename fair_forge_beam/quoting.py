@@ -8,6 +8,7 @@ Every usage error quotes such a value through :func:`quoted`: its ``repr``, cut 
 """
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 __all__ = ["QUOTE_LIMIT", "quoted", "number_text", "choice_text", "shown", "shown_key", "length_note", "closest", "did_you_mean", "fixed",
@@ -85,12 +86,20 @@ def shown(value: Any, limit: int = QUOTE_LIMIT) -> str:
     (``'AAAA… (1,000,000 characters)'``), every non-printable character written as its escape (a
     record must not forge a line or drive the terminal), and so is a space that starts or ends it
     (``bot-α\\x20``: ``bot-α`` and ``bot-α `` are two assistants, and must not look like one, trial38
-    T6). The files meant for machines (results.json, Parquet) keep the whole value. Never raises."""
+    T6), and so is, in a text that Unicode NFKC normalisation changes, each character it would change
+    (a combining mark, a fullwidth or compatibility letter: ``bot-cafe\\u0301``, ``bot-\\uff2b``, where
+    ``bot-café`` and ``bot-K`` are other ids, trial39 T7). The files meant for machines (results.json, Parquet) keep the whole value. Never raises."""
     try:
         text = value if isinstance(value, str) else str(value)
     except Exception:  # noqa: BLE001 - an int past Python's digit limit
         return quoted(value, limit)
     cut = text[:limit]
+    if not cut.isascii() and not unicodedata.is_normalized("NFKC", cut.replace("…", "")):
+        # a character NFKC would change (a combining mark of an NFD spelling, a fullwidth or compatibility
+        # letter) as its escape: 'bot-cafe\u0301', 'bot-\uff2b' never look like 'bot-café', 'bot-K' (trial39 T7);
+        # not '…', the mark of a cut value (slice_value's '…' + hash)
+        cut = "".join(c if c.isascii() or c == "…" or (unicodedata.is_normalized("NFKC", c) and not unicodedata.combining(c))
+                      else c.encode("unicode_escape").decode("ascii") for c in cut)
     if not cut.isprintable():
         cut = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
     if cut[:1] == " " or cut[-1:] == " " and len(text) <= limit:  # the end of a cut value is not its end

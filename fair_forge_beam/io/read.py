@@ -991,7 +991,10 @@ def records_to_interactions(
         # stays empty), so the ordered interactions go on directly: no Flatten, which would make
         # the runner write and re-read every interaction between two fused stages
         interactions = ordered.main
-        quality = (parsed[QUALITY], ordered["session_quality"]) | f"{label}FlattenQuality" >> beam.Flatten()
+        from fair_forge_beam.io.lookalike import LookAlikeIds
+
+        lookalike = interactions | f"{label}LookAlikeIds" >> LookAlikeIds(label)  # ids one after NFKC (trial39 T7)
+        quality = (parsed[QUALITY], ordered["session_quality"], lookalike) | f"{label}FlattenQuality" >> beam.Flatten()
     # a turn the assistant runner failed to answer ("[ERROR] …", agentic.runner.ok false) is a
     # dead letter (stage "runner"), never scored — on every path: bounded, windowed, streaming
     answered, failed_turns = interactions | f"{label}SkipFailedTurns" >> SkipFailedTurns()
