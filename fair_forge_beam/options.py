@@ -1504,10 +1504,11 @@ GROUPS: tuple[Group, ...] = (
         Option("compare", file=True, metavar="RUN_DIR", default_note="no comparison",
                help="compare this run with an earlier run's output folder (its results.json): a comparison section in "
                     "report.html and comparison.json",
-               template=Template("TEXT", _WORD, "gs://bucket/audits/2026-11-29")),
+               template="read by the launcher after the job (comparison.json, report.html), which a template "
+                        "launch does not have: compare afterwards (fair-forge-beam compare)"),
         Option("inconclusive-width", valid=_HALF_OPEN_UNIT, type=float, default=0.2,
                help="flag estimates whose interval is wider than this (0-1 scale) as inconclusive",
-               template=Template("NUMBER", FROM_RANGE, "0.2")),
+               template="read by report.html, which the launcher writes after the job: a template launch writes none"),
     )),
     Group(None, (
         Option("quiet", type=bool, help="print nothing but gate failures and errors (no INFO or WARNING log lines, the "
@@ -1533,7 +1534,8 @@ GROUPS: tuple[Group, ...] = (
                help="a gate, e.g. 'toxicity DIDT ci_high <= 0.2', 'bias rate ci_high <= 0.1 for every attribute', "
                     "'coverage dead_letter_share <= 0.05 in every language' or 'regression toxicity not worse in every "
                     "assistant_id' (repeatable; added to the config's gates)",
-               template="repeatable; a template parameter holds one value: put gates in the --config file"),
+               template="a template launch evaluates no gate (no launcher waits for the job): for a gated audit, run "
+                        "the main job with --runner=DataflowRunner"),
         Option("baseline", metavar="RUN_DIR", path=True, config_keys=("baseline",), default_note="no baseline",
                help="an earlier audit's or roll-up's output folder (its results.json) that regression gates "
                     "('regression <metric> [<field>] not worse') and 'coverage assistants_of_baseline' compare with",
@@ -2108,6 +2110,11 @@ def beam_options_problem(beam_args: Sequence[str]) -> Optional[str]:
         except ValueError as exc:
             return f"Beam pipeline option --runner: {exc}"
         runner = create_runner(runner)
+    if options.view_as(GoogleCloudOptions).template_location and "Dataflow" not in type(runner).__name__:
+        # trial39 T3: another runner ignores it and runs the job here, a run that looks like a template launch
+        return (f"Beam pipeline option --template_location: a Flex Template's job graph is written for Dataflow only "
+                f"(--runner=DataflowRunner, as the template launcher passes it), not for the {type(runner).__name__}: "
+                "drop --template_location, or give --runner=DataflowRunner")
     options.view_as(TestOptions).dry_run = True  # Beam's own switch: no bucket looked up on Cloud Storage
     make_bucket = GoogleCloudOptions.__dict__.get("_create_default_gcs_bucket")
     GoogleCloudOptions._create_default_gcs_bucket = lambda self: None  # Beam would create one: network, credentials
@@ -2175,6 +2182,7 @@ def _address_problem(option: str, address: Optional[str]) -> Optional[str]:
 #: test goes through every option vs every kind). Kinds: ``windowed`` (``--window``, every streaming
 #: source), ``batch`` (no ``--window``), ``files`` (no ``--watch``), ``no-kafka`` (no ``--kafka-topic``),
 #: ``no-pubsub`` (no ``--pubsub-subscription`` / ``--pubsub-topic``).
+_TEMPLATE_LAUNCH = "its launcher only builds the job graph and ends before the Dataflow job runs: it"
 _WINDOWED_WRITES = "a windowed run writes per-window results (windows/*.jsonl, windowed_results.json)"
 IGNORED_BY_RUN: dict[str, dict[str, str]] = {
     "windowed": {
@@ -2197,21 +2205,34 @@ IGNORED_BY_RUN: dict[str, dict[str, str]] = {
     "no-pubsub": {"pubsub_timestamp_attribute": "it configures the Pub/Sub source (--pubsub-subscription / "
                                                 "--pubsub-topic)"},
     "no-report": {"inconclusive_width": "no report.html is written, whose inconclusive flags this sets"},
+    # trial39 T3: a template launch ran (or shipped) the job and exited 0 without a gate, a comparison or a word
+    "template": {
+        "gate": f"{_TEMPLATE_LAUNCH} evaluates no gate (for a gated audit on Dataflow run the main job itself with "
+                "--runner=DataflowRunner: templates/README.md)",
+        "baseline": f"{_TEMPLATE_LAUNCH} evaluates no gate, the only reader of --baseline",
+        "compare": f"{_TEMPLATE_LAUNCH} writes no comparison.json or report.html: compare afterwards "
+                   "(fair-forge-beam compare)",
+        "inconclusive_width": f"{_TEMPLATE_LAUNCH} writes no report.html, whose inconclusive flags this sets",
+        "progress_interval": f"{_TEMPLATE_LAUNCH} shows no progress lines (a Dataflow job has its own monitoring)",
+    },
 }
 #: what a run kind is, as the usage error names it
 RUN_KIND_TEXT = {"windowed": "a windowed run (--window)", "batch": "a run without --window",
                  "files": "a run without --watch", "no-kafka": "a run without --kafka-topic",
                  "no-pubsub": "a run without --pubsub-subscription / --pubsub-topic",
-                 "no-report": "a run with --no-report"}
+                 "no-report": "a run with --no-report",
+                 "template": "a Flex Template launch (--template_location)"}
 
 
-def run_kinds(args: Any) -> list[str]:
-    """The kinds (:data:`IGNORED_BY_RUN`) of the main-job run that ``args`` ask for."""
+def run_kinds(args: Any, beam_args: Sequence[str] = ()) -> list[str]:
+    """The kinds (:data:`IGNORED_BY_RUN`) of the main-job run that ``args`` and the Beam options
+    ``beam_args`` ask for (``--template_location``: a Flex Template launch)."""
     windowed = bool(args.window or args.watch or args.kafka_topic or args.pubsub_subscription or args.pubsub_topic)
     return [k for k, on in (("windowed", windowed), ("batch", not windowed), ("files", not args.watch),
                             ("no-kafka", not args.kafka_topic),
                             ("no-pubsub", not (args.pubsub_subscription or args.pubsub_topic)),
-                            ("no-report", bool(args.no_report) and not windowed)) if on]
+                            ("no-report", bool(args.no_report) and not windowed),
+                            ("template", bool(_beam_values(beam_args).get("template_location")))) if on]
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -2258,7 +2279,8 @@ def options_unread(metrics: Any, mode: Optional[str]) -> frozenset[str]:
     return frozenset(d for d, o in OPTIONS.items() if unread_because(o, metrics, mode))
 
 
-def ignored_option_problem(args: Any, command_line: Optional[set] = None) -> Optional[str]:
+def ignored_option_problem(args: Any, command_line: Optional[set] = None, beam_args: Sequence[str] = (),
+                           config_gates: Sequence = ()) -> Optional[str]:
     """One line when ``args`` give an option their run kind does not read (:data:`IGNORED_BY_RUN`):
     ``--compare: not read by a windowed run (--window): <why>; drop --compare``, or an option of a
     metric or mode the run does not run (:func:`unread_because`, trial34 T5) that the command line
@@ -2267,12 +2289,17 @@ def ignored_option_problem(args: Any, command_line: Optional[set] = None) -> Opt
     (for a run kind, a config file's and the loop's own values too). ``command_line``: the options
     (by ``dest``) the command line itself gives; ``None``: every option given counts as the command
     line's. The same option from a ``--config`` file alone, for a metric or mode not run, is
-    :func:`unread_config_lines`' warning (a config shared by several jobs is normal)."""
-    for kind in run_kinds(args):
+    :func:`unread_config_lines`' warning (a config shared by several jobs is normal). ``beam_args``:
+    the run's Beam options (a Flex Template launch is a kind of run); ``config_gates``: the
+    ``--config`` file's gates, refused like ``--gate`` by a kind that evaluates none."""
+    for kind in run_kinds(args, beam_args):
         for dest, why in IGNORED_BY_RUN[kind].items():
             if _given(args, dest):
                 flag = OPTIONS[dest].flag
                 return f"{flag}: not read by {RUN_KIND_TEXT[kind]}: {why}; drop {flag}"
+            if dest == "gate" and config_gates:
+                return (f"--config {getattr(args, 'config', None)}: gates: not read by {RUN_KIND_TEXT[kind]}: {why}; "
+                        "drop the file's gates")
     for dest, o in OPTIONS.items():
         if _given(args, dest) and (command_line is None or dest in command_line):
             why = unread_because(o, getattr(args, "metrics", None), getattr(args, "mode", None))

@@ -218,8 +218,9 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
 
         # the options the command line itself gives (a --config file's are warned about, not refused)
         command_line = command_line_options(parser, argv, read_elsewhere)
-        problem = ignored_option_problem(args, command_line)  # an option this run does not read (trial 28g G5,
-        if problem:  # trial34 T4/T5), first
+        # an option (or the config's gates) this run does not read (trial 28g G5, trial34 T4/T5, trial39 T3), first
+        problem = ignored_option_problem(args, command_line, beam_args, config_gates)
+        if problem:
             raise ValueError(problem)
         for line in unread_config_lines(args, command_line, args.config):
             log.warning(line)
@@ -278,9 +279,6 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
                 raise ValueError(f"--input-format {args.input_format} is read by a batch audit only; a windowed or "
                                  "streaming run reads auto, json, jsonl or parquet: drop --window, or convert first "
                                  f"(python -m fair_forge_beam.io.agentic_sources {args.input_format} IN OUT.jsonl)")
-            if gates:
-                raise ValueError("gates apply to batch audits (results.json); a windowed run writes per-window "
-                                 "results and evaluates no gate: drop --gate / the config's gates, or --window")
             WindowSpec.parse(args.window, args.early_firing, args.allowed_lateness)
             streaming_run = build_source(args, inputs)[1]  # argument errors here, as usage errors
         elif args.input and unmatched_patterns(inputs) == list(inputs):  # a missing export: nothing to read

@@ -20,7 +20,10 @@ SAMPLE = {"compare": "{tmp}/earlier", "inconclusive_width": "0.3", "progress_int
           "pubsub_timestamp_attribute": "ts"}
 #: an argv of each kind (files read whole: no streaming source needed)
 KIND_ARGV = {"windowed": ["--window", "fixed:1h"], "batch": [], "files": [], "no-kafka": [], "no-pubsub": [],
-             "no-report": ["--no-report"]}
+             "no-report": ["--no-report"],
+             # what the Flex Template launcher passes (Beam's validation accepts these offline)
+             "template": ["--runner=DataflowRunner", "--project=my-project", "--region=europe-west1",
+                          "--temp_location=gs://my-bucket/tmp", "--template_location=gs://my-bucket/t.json"]}
 #: options of the report / run / scheduled groups and the streaming group that each kind reads
 READ = {"windowed": {"quiet", "allow_empty", "version", "config", "slices", "no_report", "window", "timestamp_field",
                      "timestamp_policy", "watch", "watch_interval", "watch_stop_after", "kafka_topic", "pubsub_topic",
@@ -56,8 +59,8 @@ def test_an_option_a_run_kind_does_not_read_is_refused(kind, dest, tmp_path, mon
     o = O.OPTIONS[dest]
     value = SAMPLE[dest]
     given = [o.flag] + ([] if value is None else [value.format(tmp=tmp_path)])
-    argv = ["--quiet", f"--runner={FNAPI}", "--input", str(_data(tmp_path)), "--metrics", "humanity",
-            "--output", str(tmp_path / "out"), *KIND_ARGV[kind], *given]
+    argv = ["--quiet", *([] if kind == "template" else [f"--runner={FNAPI}"]), "--input", str(_data(tmp_path)),
+            "--metrics", "humanity", "--output", str(tmp_path / "out"), *KIND_ARGV[kind], *given]
     with pytest.raises(SystemExit) as exc:
         audit.main(argv)
     err = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
@@ -258,3 +261,60 @@ def test_a_flag_left_false_and_an_empty_list_are_not_given():
     assert not O._given(argparse.Namespace(seed=None), "seed")
     assert O._given(argparse.Namespace(seed=0), "seed")
     assert not O.same_value(0, False) and not O.same_value(True, 1) and O.same_value(0, 0.0)
+
+
+# ---- trial39 T3: a Flex Template launch evaluates no gate and writes no comparison or report ----
+
+def test_a_template_launch_refuses_the_config_files_gates(tmp_path, capsys, monkeypatch):
+    """T3: templates/README.md told users to put gates in the --config file; a template launch
+    evaluated none of them and exited 0 without a word."""
+    import apache_beam as beam
+
+    monkeypatch.setattr(beam.Pipeline, "run", lambda self, *a, **kw: pytest.fail("the graph was built and run"))
+    config = tmp_path / "g.toml"
+    config.write_text('gates = ["humanity mean_entropy mean <= 0.001"]\n', encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        audit.main(["--quiet", "--config", str(config), "--input", str(_data(tmp_path)), "--metrics", "humanity",
+                    "--output", str(tmp_path / "out"), *KIND_ARGV["template"]])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert exc.value.code == 2 and len(err) == 1, err
+    assert f"--config {config}: gates: not read by a Flex Template launch (--template_location)" in err[0], err
+    assert "evaluates no gate" in err[0] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("runner", [[], [f"--runner={FNAPI}"], ["--runner=PrismRunner"]])
+def test_a_template_location_on_a_runner_other_than_dataflow_is_refused(runner, tmp_path, capsys):
+    """T3: the in-memory runner ignored --template_location and ran the job here: a run that said
+    'Flex Template launch: job graph written' and skipped its gates."""
+    with pytest.raises(SystemExit) as exc:
+        audit.main(["--quiet", "--input", str(_data(tmp_path)), "--metrics", "humanity", "--output",
+                    str(tmp_path / "out"), *runner, f"--template_location={tmp_path / 't.json'}"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert exc.value.code == 2 and len(err) == 1 and "--template_location: a Flex Template's job graph is written " \
+        "for Dataflow only" in err[0], err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "t.json").exists()
+
+
+def test_what_a_template_launch_does_not_read_is_no_template_parameter():
+    """The options a template launch refuses are left out of templates/metadata.json (TEMPLATE_EXCLUDED)."""
+    from fair_forge_beam.audit_config import TEMPLATE_EXCLUDED
+
+    assert set(O.IGNORED_BY_RUN["template"]) <= set(TEMPLATE_EXCLUDED)
+
+
+def test_compare_names_a_template_launchs_run_for_what_it_is(tmp_path):
+    """T3: compare said a template-launched run (published by its Dataflow job: its sealed manifest
+    lists its files, no run_info.json) was "a run of an older layout, or a partial copy"."""
+    from fair_forge_beam.reports.compare import provenance_gaps
+
+    run = tmp_path / "tpl"
+    (run / "stats").mkdir(parents=True)
+    (run / "results.json").write_text("{}", encoding="utf-8")
+    manifest = {"stored": {}, "files": {"results.json": {"size": 2, "sha256": "0" * 64}}}
+    (run / "stats" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    said = provenance_gaps(str(run), "tpl")
+    assert said.startswith("tpl has no run_info.json (a Flex Template launch's run: its Dataflow job published it")
+    assert "older layout" not in said
+    manifest["files"]["run_info.json"] = {"size": 2, "sha256": "0" * 64}  # sealed by a launcher: a partial copy
+    (run / "stats" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert "(a run of an older layout, or a partial copy)" in provenance_gaps(str(run), "tpl")

@@ -223,7 +223,10 @@ def test_trial36_values_the_job_refuses_are_refused_by_the_template(name):
     for value in REFUSED_BY_THE_JOB[name]:
         with pytest.raises(argparse.ArgumentTypeError):
             ACTIONS[name].type(value)
-        assert not _accepts(PARAMS[name], value), (name, value)
+        if name in TEMPLATE_EXCLUDED:  # no parameter takes it at all (inconclusive_width: trial39 T3)
+            assert name not in PARAMS, name
+        else:
+            assert not _accepts(PARAMS[name], value), (name, value)
 
 
 def test_readme_lists_every_option_left_out():

@@ -271,6 +271,10 @@ def test_version_is_printed_fast_without_beam():
     assert probe.stdout.splitlines()[1] == "0 False", probe.stdout + probe.stderr
 
 
+#: what the Flex Template launcher passes besides the parameters (Beam's validation accepts these offline)
+DATAFLOW = ["--runner=DataflowRunner", "--project=my-project", "--region=europe-west1", "--temp_location=gs://my-bucket/tmp"]
+
+
 def test_a_template_launch_leaves_the_previous_run_to_the_job(tmp_path, monkeypatch):
     """A Flex Template launcher only builds the job graph: it must not clean the folder (the job may
     fail) nor write anything; the job writes a stage and publishes it (tests/test_pipeline_outputs.py)."""
@@ -287,7 +291,7 @@ def test_a_template_launch_leaves_the_previous_run_to_the_job(tmp_path, monkeypa
 
     monkeypatch.setattr(beam.Pipeline, "run", lambda self, *a, **kw: graphs.append(self.to_runner_api()) or Launched())
     data = _jsonl(tmp_path / "in.jsonl", [_session("s1")])
-    assert audit.run(["--quiet", "--metrics", "humanity", "--input", data, f"--runner={FNAPI}", "--output", str(out),
+    assert audit.run(["--quiet", "--metrics", "humanity", "--input", data, *DATAFLOW, "--output", str(out),
                       f"--template_location={tmp_path / 'template.json'}"]) == {}
     assert len(graphs) == 1
     assert _tree(out) == before and _siblings(out) == []

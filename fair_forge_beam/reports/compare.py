@@ -501,8 +501,25 @@ def provenance_gaps(run_dir: Optional[str], name: Optional[str] = None) -> Optio
         return None
     if not missing:
         return None
-    return (f"{name or run_dir} has no {' and no '.join(f for f, _ in missing)} (a run of an older layout, or a "
-            f"partial copy): {'; '.join(what for _, what in missing)}")
+    why = "a run of an older layout, or a partial copy"
+    if missing[0][0] == "run_info.json" and _published_by_its_job(folder):
+        why = ("a Flex Template launch's run: its Dataflow job published it, and run_info.json is written by a "
+               "launcher that waits for the job")
+    return f"{name or run_dir} has no {' and no '.join(f for f, _ in missing)} ({why}): {'; '.join(what for _, what in missing)}"
+
+
+def _published_by_its_job(folder: str) -> bool:
+    """Whether the run in ``folder`` was published by its job itself, as a Flex Template launch's
+    Dataflow job does (trial39 T3): its ``stats/manifest.json`` was sealed (it lists the run's
+    files) without ``run_info.json``, which a launcher that waited for the job writes and seals."""
+    from fair_forge_beam.io.edge import read_side_json
+    from fair_forge_beam.io.session_stats import MANIFEST
+
+    try:
+        files = read_side_json(f"{folder}/{MANIFEST}", "a run's stats/manifest.json").get("files")
+    except Exception:  # noqa: BLE001 - a courtesy line: never a failure of the comparison
+        return False
+    return isinstance(files, dict) and bool(files) and "run_info.json" not in files
 
 
 def _run_folder(path: str) -> str:
