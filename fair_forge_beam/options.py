@@ -73,7 +73,18 @@ ENDPOINT_DOWN_AFTER = 2
 _BOOL_RE = "^(true|false)$"
 _GCS_FILE = "^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9]/[^\\n\\r]+$"
 _WORD = "^[A-Za-z0-9][A-Za-z0-9._:/@+=,*-]*$"
-_URL = "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~/%+-]*)?$"
+#: the characters of a URL's path, query and fragment (RFC 3986's unreserved, sub-delims, ':', '@', '/'
+#: and '%' of a percent-encoding; a space or a non-ASCII letter is written percent-encoded)
+_URL_CHARS = "A-Za-z0-9._~%!$&'()*+,;=:@/-"
+_URL_PART = f"[{_URL_CHARS}]"
+#: an endpoint URL (``--judge-base-url`` ...): what :func:`_url`, the job's check, accepts besides its
+#: :func:`~urllib.parse.urlsplit` checks, and the Flex Template's parameter regex, one pattern for both
+#: (trial39 T11: the template's own pattern refused ``?api-version=…`` and ``http://[::1]:8000/v1``,
+#: which the job takes). http or https in any case; a host name or a bracketed IPv6 address (no
+#: ``user:password@``); a port 0-65535 (or none after the ':'); then a path, a query, a fragment.
+URL_RE = ("^[Hh][Tt][Tt][Pp]([Ss])?://([A-Za-z0-9._~%!$&'()*+,;=-]+|\\[[0-9A-Fa-f:.]+\\])"
+          "(:([0-9]{1,4}|[0-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])?)?"
+          f"(/{_URL_PART}*)?(\\?({_URL_PART}|\\?)*)?(#({_URL_PART}|[?#])*)?$")
 #: the regex of every NUMBER parameter: derived from the option's own range (:func:`range_regex`), never
 #: declared beside it (trial36 T10: declared patterns accepted 22 of 23 values the job refused)
 FROM_RANGE = "from the option's range"
@@ -993,6 +1004,12 @@ def _url(flag: str):
             why = "no host"
         elif why is None and text != text.strip():
             why = "spaces around it"
+        elif why is None and not has_userinfo(text) and not re.fullmatch(URL_RE, text):
+            # the Flex Template's parameter regex is this pattern: the two take the same URLs (trial39 T11)
+            bad = next((c for c in text if not re.fullmatch(f"[?#\\[\\]{_URL_CHARS}]", c)), None)
+            why = (f"{quoted(bad)} is not a character of a URL (write it percent-encoded, a host name in its "
+                   "xn-- form)" if bad else
+                   "not of the form scheme://host[:port][/path][?query][#fragment]")
         if why is None and has_userinfo(text):
             # a password in a URL is written wherever the URL is (logs, caches, a proxy's records) and
             # the HTTP client sends it as Basic auth in place of the key's Bearer header (trial 28e B2)
@@ -1303,7 +1320,7 @@ GROUPS: tuple[Group, ...] = (
     )),
     Group("LLM judge and guardian (metrics context, conversational, bias)", (
         Option("judge-base-url", read_by_metrics=_JUDGED, validate=_url("--judge-base-url"), default_note="no judge", help="OpenAI-compatible endpoint of the judge, e.g. http://localhost:8000/v1",
-               template=Template("TEXT", _URL, "https://judge.example.com/v1", label="Judge endpoint")),
+               template=Template("TEXT", URL_RE, "https://judge.example.com/v1", label="Judge endpoint")),
         Option("judge-model", read_by_metrics=_JUDGED, help="judge model name as the endpoint knows it",
                template=Template("TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$", "gpt-4o-mini")),
         Option("judge-api-key-env", read_by_metrics=_JUDGED, validate=_env_name("--judge-api-key-env"), default="OPENAI_API_KEY", feeds=(f"{_JUDGE}.api_key_env",),
@@ -1349,7 +1366,7 @@ GROUPS: tuple[Group, ...] = (
                     "size and the limit (never cached, never scored)",
                template=Template("NUMBER", FROM_RANGE, str(MAX_PROMPT_CHARS), label="Longest judge prompt")),
         Option("guardian-base-url", read_by_metrics=("bias",), validate=_url("--guardian-base-url"), default_note="no guardian", help="OpenAI-compatible endpoint of the guardian model (metric bias)",
-               template=Template("TEXT", _URL, "https://guardian.example.com/v1", label="Guardian endpoint")),
+               template=Template("TEXT", URL_RE, "https://guardian.example.com/v1", label="Guardian endpoint")),
         Option("guardian-model", read_by_metrics=("bias",), help="guardian model name, e.g. llama-guard3:8b",
                template=Template("TEXT", "^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$", "llama-guard3:8b")),
         Option("guardian-kind", read_by_metrics=("bias",), default="llama_guard", choices=("llama_guard", "granite_guardian"),
@@ -1429,7 +1446,7 @@ GROUPS: tuple[Group, ...] = (
         Option("generator-base-url", read_by_metrics=("prompt_evaluator",), validate=_url("--generator-base-url"), default_from="judge-base-url",
                help="OpenAI-compatible endpoint of the generating LLM (prompt_evaluator's answers; pipelines.generate "
                     "and the loop: the test set)",
-               template=Template("TEXT", _WORD, "https://gen.example.com/v1")),
+               template=Template("TEXT", URL_RE, "https://gen.example.com/v1")),
         Option("generator-model", read_by_metrics=("prompt_evaluator",), default_from="judge-model", help="generator model name (prompt_evaluator, generate)",
                template=Template("TEXT", _WORD, "gpt-4o-mini")),
         Option("generator-api-key-env", read_by_metrics=("prompt_evaluator",), validate=_env_name("--generator-api-key-env"), default_from="judge-api-key-env",
@@ -1629,7 +1646,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
            help="OpenAI-compatible chat endpoint, or a generic HTTP JSON endpoint (--request-template, --response-path)",
            template=Template("ENUM", "^(openai|http)$", "openai")),
     Option("assistant-url", validate=_url("--assistant-url"), help="base URL (openai, e.g. http://localhost:8000/v1) or endpoint URL (http)",
-           template=Template("TEXT", _URL, "http://bot:8080/v1", label="Assistant endpoint")),
+           template=Template("TEXT", URL_RE, "http://bot:8080/v1", label="Assistant endpoint")),
     Option("assistant-model", help="model name of the assistant (openai)",
            template=Template("TEXT", _NAME, "my-bot")),
     Option("assistant-api-key-env", validate=_env_name("--assistant-api-key-env"), default="ASSISTANT_API_KEY", help="environment variable with the assistant's API key; given, it must be set and not empty (a usage "

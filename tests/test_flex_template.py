@@ -12,6 +12,7 @@ import argparse
 import json
 import re
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -240,3 +241,40 @@ def test_readme_lists_every_option_left_out():
     assert block.group(1) == template_excluded_markdown(), (
         "templates/README.md's left-out options differ from options.TEMPLATE_EXCLUDED: paste "
         "fair_forge_beam.options.template_excluded_markdown() between its markers")
+
+
+# ---- trial39 T11: the template's URL parameters take the URLs the job takes, and refuse those it refuses ----
+
+def _test_url_literals() -> set:
+    """Every http(s)-like URL written as a literal in the test modules (endpoints the job's tests
+    use, good and bad), plus trial39's: an Azure OpenAI query string, an IPv6 host."""
+    found = {"https://x.openai.azure.com/openai/deployments/gpt4o?api-version=2024-06-01", "http://[::1]:8000/v1",
+             "http://h/v1#frag", "http://h:/v1", "http://h/a b", "http://bücher.example/v1", "http://h/a<b", "http://[zz]/v1",
+             "http://h:65536/v1", "http://h:65535/v1", "http://h:0/v1", "http://h/v1?a=1&b=%20?c"}
+    for path in Path(__file__).parent.glob("*.py"):
+        found |= {m.group(2) for m in re.finditer(r"""(["'])((?:https?|HTTPS?|htp|file|ftp)://[^"'\n{}]*)\1""",
+                                                  path.read_text(encoding="utf-8"))}
+    return found
+
+
+def test_every_url_parameter_agrees_with_the_jobs_url_check():
+    """T11: the template's regex refused ``?api-version=…`` (which reliability.md says is sent as is)
+    and ``http://[::1]:8000/v1``, both taken by the job: an Azure OpenAI judge could not be set from
+    the template. Each endpoint parameter's regex now accepts exactly what --judge-base-url's check
+    accepts, on every URL the tests write."""
+    from fair_forge_beam import options as O
+
+    urls = _test_url_literals()
+    url_params = [n for n in ("judge_base_url", "guardian_base_url", "generator_base_url") if n in PARAMS]
+    assert len(url_params) == 3
+    taken = refused = 0
+    for url in sorted(urls):
+        try:
+            O.validate({"judge_base_url": url})
+            job = True
+        except ValueError:
+            job = False
+        taken, refused = taken + job, refused + (not job)
+        for name in url_params:
+            assert _accepts(PARAMS[name], url) is job, (name, url, job)
+    assert taken >= 20 and refused >= 10, (taken, refused)
