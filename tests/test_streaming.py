@@ -73,6 +73,33 @@ def test_parse_timestamp():
 
 
 
+def test_iso_end_of_day_and_leap_second_are_read():
+    """trial39 T12: ISO 8601's end of day (24:00:00) and a leap second (23:59:60) were dead letters
+    reading "neither epoch seconds nor ISO 8601". 24:00 is the next day's 00:00; :60 the last
+    microsecond of its minute (in that minute's windows, before the next minute's :00)."""
+    from apache_beam.transforms.window import FixedWindows
+    from apache_beam.utils.timestamp import Timestamp
+
+    next_day = 1796601600.0  # 2026-12-07T00:00:00Z
+    for text in ("2026-12-06T24:00:00Z", "2026-12-06T24:00Z", "2026-12-06 24:00:00", "20261206T240000Z",
+                 "2026-12-06T24:00:00.000Z", "2026-12-07T01:00:00+01:00"):
+        assert parse_timestamp(text) == next_day, text
+    assert parse_timestamp("2026-12-31T24:00:00Z") == parse_timestamp("2027-01-01T00:00:00Z")
+    leap = parse_timestamp("2016-12-31T23:59:60Z")
+    assert leap == parse_timestamp("2016-12-31T23:59:60.5Z") == parse_timestamp("20161231T235960Z") \
+        == parse_timestamp("2016-12-31T18:59:60-05:00") == parse_timestamp("2016-12-31T23:59:59.999999Z")
+    assert parse_timestamp("2016-12-31T23:59:59Z") < leap < parse_timestamp("2017-01-01T00:00:00Z")
+    day = FixedWindows(86400)
+    assert day.assign(type("C", (), {"timestamp": Timestamp.of(leap)})())[0].end == Timestamp.of(1483228800)
+    for bad, says in (("2026-12-06T24:00:01Z", "hour 24 is only the end of a day"),
+                      ("2026-12-06T24:30Z", "hour 24 is only the end of a day"),
+                      ("2026-12-06T23:59:61Z", "neither epoch seconds nor ISO 8601"),
+                      ("2026-02-30T24:00:00Z", "neither epoch seconds nor ISO 8601"),
+                      ("9999-12-31T24:00:00Z", "out of range")):
+        with pytest.raises(ValueError, match=says):
+            parse_timestamp(bad)
+
+
 def test_an_iso_basic_date_of_digits_is_that_date_not_epoch_seconds():
     """trial36 T5: "20261206" was float()-ed first: 1970-08-23T12:06:46Z, window 1970, no word."""
     day = 1796515200.0  # 2026-12-06T00:00:00Z

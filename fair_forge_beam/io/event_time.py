@@ -11,7 +11,8 @@ Accepted values (:func:`parse_timestamp`):
 * a string: ISO 8601 as read by ``datetime.fromisoformat`` (``2024-05-01T12:00:00Z``,
   ``2024-05-01 12:00:00+02:00``, ``2024-05-01``, the basic forms ``20240501`` and
   ``20240501T120000Z``); a time without an offset is taken as UTC; any other string holding a
-  number is read as seconds since the epoch.
+  number is read as seconds since the epoch; the end of a day ``24:00:00`` is the next day's 00:00
+  and a leap second ``23:59:60`` the last instant (microsecond) of its minute, ``23:59:59.999999``.
 
 An eight-digit string that is a calendar date (``"20261206"``) is that ISO 8601 basic date, never
 epoch seconds (1970-08-23: trial36 T5); the same digits as a JSON number (``20261206``) could be
@@ -28,7 +29,8 @@ the pipeline stamps it (arrival time: not reproducible, stated in the run's conf
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+import re
+from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 from fair_forge_beam._beam import beam
@@ -67,7 +69,9 @@ def parse_timestamp(value: Any) -> float:
             try:
                 dt = datetime.fromisoformat(text)
             except ValueError:
-                raise ValueError(f"timestamp {quoted(value)} is neither epoch seconds nor ISO 8601") from None
+                dt = _end_of_day_or_leap_second(value, text)  # ISO 8601 forms datetime does not read (trial39 T12)
+                if dt is None:
+                    raise ValueError(f"timestamp {quoted(value)} is neither epoch seconds nor ISO 8601") from None
             seconds = _utc_seconds(dt)
     else:
         raise ValueError(f"timestamp must be a number or an ISO 8601 string, got {type(value).__name__}")
@@ -77,6 +81,48 @@ def parse_timestamp(value: Any) -> float:
     if spelt is not None:  # 202612061015 s is the year 8390: the digits spell 2026-12-06 10:15
         raise ValueError(f"timestamp {quoted(value)} is not read as seconds since the epoch{spelt}")
     return seconds
+
+
+#: the time of an ISO 8601 date and time, extended (``24:00:00``) or basic (``240000``), with its fraction
+#: and offset, as :func:`_end_of_day_or_leap_second` reads it
+_TIME = re.compile(r"^(?P<date>.+?[T ])(?P<h>\d\d)(?P<sep>:?)(?P<m>\d\d)(?:(?P=sep)(?P<s>\d\d)"
+                   r"(?P<frac>[.,]\d+)?)?(?P<tz>Z|z|[+-]\d\d(?::?\d\d)?)?$")
+
+
+def _end_of_day_or_leap_second(value: Any, text: str) -> Optional[datetime]:
+    """``text``'s instant when it is ISO 8601 with a time ``datetime`` does not read, else ``None``:
+    the end of a day ``24:00`` / ``24:00:00`` (/ ``240000``, a zero fraction) is the next day's
+    00:00; a leap second ``…:60`` (any fraction) is the last instant of its minute, ``…:59.999999``
+    (the microsecond Beam's timestamps hold: it stays in its minute's windows, and the next minute's
+    ``:00`` comes after it). 24 with other minutes or seconds is no time of day: refused, naming why.
+
+    Raises:
+        ValueError: an hour 24 that is not the end of the day."""
+    m = _TIME.match(text)
+    if m is None:
+        return None
+    hour, minute, second, frac = m["h"], m["m"], m["s"] or "00", m["frac"] or ""
+    sep = m["sep"]
+    if hour == "24":
+        if minute != "00" or second != "00" or frac.strip(".,0"):
+            raise ValueError(f"timestamp {quoted(value)} is not a time of day: ISO 8601's hour 24 is only the end of a "
+                             "day, 24:00:00 (read as the next day's 00:00)")
+        start = _parse_iso(f"{m['date']}00{sep}00{sep}00{m['tz'] or ''}")
+        try:
+            return None if start is None else start + timedelta(days=1)
+        except OverflowError:  # 9999-12-31T24:00:00: the year 10000
+            raise ValueError(f"timestamp {quoted(value)} is out of range") from None
+    if second == "60" and m["s"]:
+        last = _parse_iso(f"{m['date']}{hour}{sep}{minute}{sep}59{m['tz'] or ''}")
+        return None if last is None else last.replace(microsecond=999_999)
+    return None
+
+
+def _parse_iso(text: str) -> Optional[datetime]:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def _utc_seconds(dt: datetime) -> float:
