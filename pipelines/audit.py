@@ -233,7 +233,8 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
             from fair_forge_beam.audit_config import check_file_gates
 
             check_file_gates(args.config, config_gates,
-                             lambda gs: resolve_gates(gs, metrics, mode.is_bayesian, slice_dims, gate_baseline))
+                             lambda gs: resolve_gates(gs, metrics, mode.is_bayesian, slice_dims, gate_baseline,
+                                                      warn=False))  # said once, below
         gates = resolve_gates(config_gates + (args.gate or []), metrics, mode.is_bayesian, slice_dims, gate_baseline)
         if gate_baseline is not None and not uses_baseline(gates):
             raise ValueError("--baseline is read by regression gates ('regression <metric> [<field>] not worse') and "

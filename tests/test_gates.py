@@ -696,3 +696,80 @@ def test_the_templates_commented_regression_example_runs_on_the_shipped_data(tmp
         ("regression toxicity toxic_rate not worse by more than 0.02 in every assistant_id", "skipped")]
     assert report["gates"][2]["checks"] and all(c["status"] == "skipped" and c["reason"].startswith(
         "the baseline shares data with this run (") for c in report["gates"][2]["checks"])
+
+
+# ---- trial39 T13: a mistyped gate word, two gates of one name, thresholds on a range's edge ----
+
+@pytest.mark.parametrize("text, word, meant", [
+    ("toxicity toxic_rate mean <= 0.5 in evry assistant_id", "evry", "every"),
+    ("toxicity toxic_rate mean <= 0.5 fr every attribute", "fr", "for"),
+    ("regresion toxicity not worse", "regresion", "regression"),
+    ("regression toxicity not wrse in every language", "wrse", "worse"),
+    ("regression toxicity DIDT not worse by mroe than 0.1", "mroe", "more"),
+    ("coverage sesions >= 20", "sesions", "sessions"),
+])
+def test_a_mistyped_word_of_the_gate_forms_gets_a_did_you_mean(text, word, meant):
+    """T13: 'in evry assistant_id' got the form alone, while a mistyped dimension got a did-you-mean."""
+    from fair_forge_beam.reports.gates import GateConfigError, parse_gate
+
+    with pytest.raises(GateConfigError) as exc:
+        parse_gate(text)
+    said = str(exc.value)
+    assert f"'{word}' is no word of a gate; did you mean '{meant}'?" in said and "\n" not in said, said
+    with pytest.raises(GateConfigError) as exc:  # no word to mend: the form alone, as before
+        parse_gate("toxicity toxic_rate mean <= 0.5 xyz qq")
+    assert "did you mean" not in str(exc.value)
+
+
+def test_a_table_slices_value_with_a_mistyped_every_gets_a_did_you_mean():
+    from fair_forge_beam.reports.gates import GateConfigError
+
+    with pytest.raises(GateConfigError) as exc:
+        make_gate({"metric": "toxicity", "field": "toxic_rate", "stat": "mean", "op": "<=", "threshold": 0.5,
+                   "slices": "evry assistant_id"})
+    assert "did you mean 'every assistant_id'?" in str(exc.value)
+
+
+def test_two_gates_of_one_name_are_refused(tmp_path, capsys):
+    """T13: two [[gates]] named "a" were accepted; gates.json then held two gates of one name."""
+    config = tmp_path / "dup.toml"
+    config.write_text('[[gates]]\nname = "a"\ngate = "humanity mean_entropy mean <= 2.5"\n'
+                      '[[gates]]\nname = "a"\ngate = "humanity mean_entropy mean <= 2"\n', encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        audit.main(["--quiet", f"--runner={FNAPI}", "--config", str(config), "--metrics", "humanity",
+                    "--output", str(tmp_path / "out")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert exc.value.code == 2 and len(err) == 1 and "gate 'a': the name is given to two gates (#1 and #2)" in err[0], err
+    assert not (tmp_path / "out").exists()
+    from fair_forge_beam.reports.gates import GateConfigError
+
+    with pytest.raises(GateConfigError, match="given twice"):  # the same unnamed gate twice: one label too
+        resolve_gates(["toxicity toxic_rate mean <= 0.5"] * 2, ["toxicity"], True, ("overall",))
+
+
+@pytest.mark.parametrize("text, never", [("toxicity toxic_rate mean >= 0", "fail"), ("toxicity toxic_rate mean <= 1", "fail"),
+                                         ("toxicity toxic_rate ci_high <= 1", "fail"), ("coverage dead_letter_share <= 1", "fail"),
+                                         ("coverage sessions >= 0", "fail"), ("toxicity toxic_rate mean > 1", "pass"),
+                                         ("toxicity toxic_rate mean < 0", "pass"), ("coverage rejected_share < 0", "pass")])
+def test_a_threshold_on_an_edge_of_its_range_is_said(text, never, caplog):
+    """T13: only thresholds strictly outside the range got "the gate could never fail"; on its edges
+    too no value fails (or passes) the gate. Never passing: a usage error, as outside. Never failing
+    on a value: one warning line (it still fails where the estimate is undefined: a data check);
+    with if_undefined = "skip" it could never fail at all: a usage error."""
+    from fair_forge_beam.reports.gates import GateConfigError
+
+    if never == "pass":
+        with pytest.raises(GateConfigError, match="is an edge of the range of .*: the gate could never pass"):
+            resolve_gates([text], ["toxicity"], True, ("overall",))
+        return
+    with caplog.at_level("WARNING", logger="fair_forge_beam.gates"):
+        resolve_gates([text], ["toxicity"], True, ("overall",))
+    said = [r.getMessage() for r in caplog.records if r.name == "fair_forge_beam.gates"]
+    assert len(said) == 1 and "is an edge of the range of" in said[0] and "the gate could never fail on a value" in said[0]
+    with pytest.raises(GateConfigError, match="the gate could never fail"):
+        resolve_gates([{"gate": text, "if_undefined": "skip"}], ["toxicity"], True, ("overall",))
+    for inside in (text.replace(">= 0", ">= 0.01").replace("<= 1", "<= 0.99"),):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="fair_forge_beam.gates"):
+            resolve_gates([inside], ["toxicity"], True, ("overall",))
+        assert not [r for r in caplog.records if r.name == "fair_forge_beam.gates"], inside

@@ -93,7 +93,7 @@ from fair_forge_beam.console import say  # console output never fails a run
 
 from fair_forge_beam.options import NUMBER_PATTERN, exact_float, toml_shown
 from fair_forge_beam.plain import plain_reason
-from fair_forge_beam.quoting import did_you_mean, quoted, shown, shown_key
+from fair_forge_beam.quoting import closest, did_you_mean, quoted, shown, shown_key
 from fair_forge_beam.slices import MISSING_VALUE, SLICE_DIMENSIONS
 from fair_forge_beam.reports.summary import printable
 from fair_forge_beam.schemas.metric_info import dotted_get
@@ -244,14 +244,35 @@ COVERAGE_RANGES = {"sessions": (0.0, math.inf), "interactions": (0.0, math.inf),
                    "rejected_share": (0.0, 1.0)}
 
 
+class EdgeNote(str):
+    """A gate's threshold on the edge of its range that no value can fail (:func:`_outside_range`):
+    said in one warning line by :func:`validate_gates`, not a problem."""
+
+
 def _outside_range(where: str, what: str, value: float, lo: float, hi: float, name: str, unit: str,
-                   op: Optional[str]) -> Optional[str]:
+                   op: Optional[str], if_undefined: str = "fail") -> Optional[str]:
     """The usage error of a threshold (or a margin: ``op`` None, ``lo`` 0, ``hi`` the range's length)
     outside the range its field declares (issue 28 G9: ``toxic_rate ci_high <= 5``, a rate being at
-    most 1, always passed), with a hint when it reads as a percentage; None inside it."""
+    most 1, always passed), with a hint when it reads as a percentage; None inside it.
+
+    A threshold on an edge of the range (trial39 T13: ``toxic_rate mean >= 0`` / ``<= 1``) is said
+    too: one that no value can pass (``> 1``, ``< 0``) is the same usage error; one that no value can
+    fail (``>= 0``, ``<= 1``, a margin as long as the range) is one when ``if_undefined = "skip"`` (the
+    gate could never fail at all), else one warning line: it fails only where the estimate is
+    undefined, a check that the data are there (the project's tests use it so)."""
+    span = f"{lo:g} to {hi:g}" if math.isfinite(hi) else f"{lo:g} or more"
+    if value == hi and op in ("<=", None) or value == lo and op == ">=" or value == hi and op == ">" \
+            or value == lo and op == "<":
+        never_fails = op in ("<=", ">=", None)
+        said = f"{where}: {what} {value:g} is an edge of the range of {name}, {span} ({unit}): the gate could never "
+        if not never_fails:
+            return said + "pass"
+        if if_undefined == "skip":
+            return said + "fail (and if_undefined = \"skip\" skips an undefined estimate)"
+        return EdgeNote(said + "fail on a value: it fails only where the estimate is undefined (no data; "
+                        "if_undefined = \"fail\"); to check the value, give a threshold inside the range")
     if lo <= value <= hi:
         return None
-    span = f"{lo:g} to {hi:g}" if math.isfinite(hi) else f"{lo:g} or more"
     if op is None:
         verdict = "the gate could never fail"
     else:
@@ -344,9 +365,14 @@ class Gate(BaseModel):
                 return v
             if "=" in v:  # one slice key
                 return (v,)
+        words = v.split() if isinstance(v, str) else []
+        hint = ""  # 'evry assistant_id' (trial39 T13)
+        if words and words[0] != "every" and closest(words[0], ["every"]) and (
+                len(words) == 1 or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", words[1]) and len(words) == 2):
+            hint = did_you_mean(v, [" ".join(["every", *words[1:]])], cutoff=0)
         raise ValueError(
             f"slices: {quoted(v)} is none of 'overall', 'every', 'every <dimension>' (e.g. 'every assistant_id') "
-            "or a list of slice keys"
+            f"or a list of slice keys{hint}"
         )
 
     @model_validator(mode="after")
@@ -501,6 +527,29 @@ def _number(gate: str, text: str) -> float:
         raise GateConfigError(f"gate {quoted(gate)}: {plain_reason(exc)}") from None
 
 
+#: the words of the gate forms themselves (:func:`parse_gate`), offered for a mistyped one
+GRAMMAR_WORDS = ("coverage", "regression", "not", "worse", "by", "more", "than", "for", "every", "in", "slice",
+                 "slices", "all", "assistants_of_baseline", "sessions", "interactions", "dead_letter_share",
+                 "rejected_share")
+
+
+def _grammar_word_fix(text: str) -> Optional[tuple]:
+    """``(word, grammar word, the text so mended)`` when ``text``, no gate, becomes one with a single word of it replaced
+    by the nearest of :data:`GRAMMAR_WORDS` (``evry`` -> ``every``, ``regresion`` -> ``regression``),
+    else ``None``: a did-you-mean is offered only where it makes the gate."""
+    words = text.split()
+    for i, word in enumerate(words):
+        hit = closest(word, GRAMMAR_WORDS)
+        if hit is None or hit == word.lower() or word.lower() in GRAMMAR_WORDS:
+            continue
+        fixed_text = " ".join(words[:i] + [hit] + words[i + 1:])
+        first = words[0] if i else hit
+        form = _COVERAGE_RE if first == "coverage" else _REGRESSION_RE if first == "regression" else _GATE_RE
+        if form.match(fixed_text):
+            return word, hit, fixed_text
+    return None
+
+
 def parse_gate(text: str, name: Optional[str] = None) -> Gate:
     """Parse the compact gate syntax: ``"<metric> <field> <stat> <op> <threshold> [for every
     <key name> | for [<key name>] <key>] [in every slice | in every <dimension> | in [slice]
@@ -543,6 +592,10 @@ def parse_gate(text: str, name: Optional[str] = None) -> Gate:
             if token is not None and (re.search(r"\d", token) or token.strip().lower().lstrip("+-") in
                                       ("inf", "infinity", "nan")):  # a word (no digit) keeps the form's hint
                 raise GateConfigError(f"gate {quoted(text)}: the {what} {_number_words(token)}")
+        fix = _grammar_word_fix(text)
+        if fix:  # trial39 T13: 'in evry assistant_id' got the form alone, a dimension's typo a did-you-mean
+            raise GateConfigError(f"gate {quoted(text)}: {quoted(fix[0])} is no word of a gate{did_you_mean(fix[0], [fix[1]])} "
+                                  f"({_expected(fix[2])})")
         raise GateConfigError(f"gate {quoted(text)}: {_expected(text)}")
     if name:
         data["name"] = name
@@ -633,7 +686,8 @@ def _validate_threshold(g: Gate, fields: dict, where: str, bayesian: bool, slice
 
         e = info_of(g.metric).gate_fields()[g.field]  # the range the metric declares for this field
         lo, hi = e.value_range
-        bad = _outside_range(where, "threshold", g.threshold, lo, hi, f"{g.metric} {g.field}", e.unit, g.op)
+        bad = _outside_range(where, "threshold", g.threshold, lo, hi, f"{g.metric} {g.field}", e.unit, g.op,
+                             g.if_undefined)
         if bad:
             problems.append(bad)
     if spec.key_name is None and (g.key is not None or g.for_every is not None):
@@ -670,7 +724,7 @@ def _validate_regression(g: Gate, fields: dict, where: str, bayesian: bool, slic
         e = info.gate_fields()[f]
         if g.margin:  # a margin is a difference on the field's scale: at most the length of its range
             bad = _outside_range(where, "margin", g.margin, 0.0, e.span, f"a difference of {g.metric} {f}",
-                                 e.unit, None)
+                                 e.unit, None, g.if_undefined)
             if bad:
                 problems.append(bad)
         if not e.direction:
@@ -708,7 +762,8 @@ def _validate_coverage(g: Gate, metrics: Sequence[str], where: str, slice_dims, 
         lo, hi = COVERAGE_RANGES[g.field]
         unit = {"dead_letter_share": "share of the interactions read",
                 "rejected_share": "share of the input records read"}.get(g.field, f"a count of {g.field}")
-        bad = _outside_range(where, "threshold", g.threshold, lo, hi, f"coverage {g.field}", unit, g.op)
+        bad = _outside_range(where, "threshold", g.threshold, lo, hi, f"coverage {g.field}", unit, g.op,
+                             g.if_undefined)
         if bad:
             problems.append(bad)
     if g.field == "rejected_share":
@@ -731,8 +786,9 @@ def _validate_coverage(g: Gate, metrics: Sequence[str], where: str, slice_dims, 
 
 def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool,
                    slice_dims: Sequence[str] = SLICE_DIMENSIONS,
-                   baseline: Optional[dict] = None, command: str = "audit") -> None:
-    """Check every gate against the audit about to run (before the pipeline starts).
+                   baseline: Optional[dict] = None, command: str = "audit", warn: bool = True) -> None:
+    """Check every gate against the audit about to run (before the pipeline starts); ``warn``: say
+    in one warning line each gate that no value can fail (an edge of its range: :class:`EdgeNote`).
 
     Args:
         gates: the gates.
@@ -785,8 +841,24 @@ def validate_gates(gates: Sequence[Gate], metrics: Sequence[str], bayesian: bool
                 problems.append(f"{where}: slice dimension {quoted(d)} is not computed by this audit for "
                                 f"{', '.join(gated)} (slices: {', '.join(shown)})"
                                 + did_you_mean(d, [x for x in shown if x != "overall"]))
+    seen: dict = {}
+    for i, g in enumerate(gates):  # gates.json, the report and the console name each gate by its label
+        if g.label in seen:  # trial39 T13: two [[gates]] named "a" were both accepted
+            first = seen[g.label]
+            problems.append(f"gate {quoted(g.label)}: " + (
+                f"the name is given to two gates (#{first + 1} and #{i + 1}); gates.json names each gate by it: give "
+                "each gate its own name" if g.name else f"given twice (#{first + 1} and #{i + 1}): drop one"))
+        else:
+            seen[g.label] = i
+    notes = [p for p in problems if isinstance(p, EdgeNote)]
+    problems = [p for p in problems if not isinstance(p, EdgeNote)]
     if problems:
         raise GateConfigError("invalid gate(s):\n  " + "\n  ".join(problems))
+    if warn:
+        import logging
+
+        for note in notes:  # trial39 T13: a gate that cannot fail on a value is never accepted without a word
+            logging.getLogger("fair_forge_beam.gates").warning("%s", note)
 
 
 def counts_records(gates: Sequence[Gate]) -> bool:
@@ -1576,7 +1648,8 @@ def failed_lines(checks: Sequence[GateCheck], ci_level: Optional[float] = None,
 
 
 def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str], bayesian: bool,
-                  slice_dims: Sequence[str], baseline: Optional[dict] = None, command: str = "audit") -> list[Gate]:
+                  slice_dims: Sequence[str], baseline: Optional[dict] = None, command: str = "audit",
+                  warn: bool = True) -> list[Gate]:
     """Gates from config entries / ``--gate`` texts, validated against the audit (see
     :func:`validate_gates`; ``baseline``: the ``--baseline`` run's ``results.json`` content).
 
@@ -1584,7 +1657,7 @@ def resolve_gates(specs: Sequence[Union[str, dict, Gate]], metrics: Sequence[str
         GateConfigError: a malformed or inapplicable gate.
     """
     gates = [make_gate(s, where=f"gate #{i + 1}") for i, s in enumerate(specs)]
-    validate_gates(gates, metrics, bayesian, slice_dims, baseline, command)
+    validate_gates(gates, metrics, bayesian, slice_dims, baseline, command, warn)
     return gates
 
 
