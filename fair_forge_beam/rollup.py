@@ -350,7 +350,7 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
 
     from fair_forge_beam.io.session_stats import STATS_DIR
     from fair_forge_beam.plain import first_path_name_problem
-    from fair_forge_beam.reports.output_folder import MARKER, is_stage_path
+    from fair_forge_beam.reports.output_folder import is_stage_path, unpublished_run_problem
 
     runs: list[str] = []
     for pat in patterns:
@@ -375,10 +375,9 @@ def resolve_runs(patterns: Sequence[str]) -> list[str]:
                              "atomic writer's folder, removed by the next run into the same output), not a run")
         if not found:
             raise ValueError(f"--from {quoted(pat)}: no run folder matches")
-        unfinished = [d for d in found if not FileSystems.exists(f"{d}/{MARKER}")]
+        unfinished = [p for p in (unpublished_run_problem(d, "roll it up") for d in found) if p]
         if unfinished:
-            raise ValueError(f"--from {quoted(pat)}: {unfinished[0]} has no {MARKER}: its run is being published "
-                             "or was cut short; roll it up once it is complete")
+            raise ValueError(f"--from {quoted(pat)}: {unfinished[0]}")
         runs += sorted(found)
     return runs  # a folder named twice is not merged silently: check_no_overlap names it
 

@@ -415,6 +415,7 @@ def test_an_edited_run_is_refused_and_one_run_is_never_two(tmp_path, capsys):
         _write_run(r / name, edited, info)
         (r / name / "stats").mkdir()
         (r / name / "stats" / "manifest.json").write_text(json.dumps({"run_id": "20261201T020000Z-0123abcd"}))
+        (r / name / "_SUCCESS").write_text(json.dumps({"run": "20261201T020000Z-0123abcd"}))  # published, as a run is
     err = _usage_error([str(r / "one"), str(r / "edited"), "--output", str(tmp_path / "t")], capsys)
     assert err in (f"fair-forge-beam trend: error: {a} and {b} hold the same run (run id 20261201T020000Z-0123abcd) with "
                    "different results.json or run_info.json: one of them was edited; give only the one to follow"
@@ -847,3 +848,26 @@ def test_a_usage_error_names_the_output_option_as_the_user_gave_it(tmp_path, cap
         audit.main(["trend", "../r*", "--no-plots", "--quiet", "--output", "t2"])
     err = capsys.readouterr().err
     assert "--output t2 is inside ../r1" in err and "default" not in err, err
+
+
+def test_a_night_without_success_is_refused_as_rollup_refuses_it(tmp_path, capsys):
+    """trial39 T13: trend read a night whose _SUCCESS was missing (being published, or cut short on an
+    object store: its files may be half copied) and exited 0, while rollup refused it. One rule: a run
+    of the publishing layout (stats/manifest.json) without _SUCCESS is refused by both, in the same
+    words; a folder of an older layout (no stats/) is read by the trend as before."""
+    from fair_forge_beam.reports.output_folder import unpublished_run_problem
+    from fair_forge_beam.rollup import resolve_runs
+
+    doc = {"config": {"mode": "frequentist", "metrics": ["humanity"]}, "summary": {}, "metrics": {}}
+    night = _write_run(tmp_path / "audits" / "2026-12-02", doc)
+    (night / "stats").mkdir()
+    (night / "stats" / "manifest.json").write_text("{}", encoding="utf-8")
+    said = _usage_error([str(tmp_path / "audits" / "*"), "--output", str(tmp_path / "t")], capsys)
+    assert f"{night} has no _SUCCESS: its run is being published or was cut short" in said, said
+    assert not (tmp_path / "t").exists()
+    with pytest.raises(ValueError) as exc:
+        resolve_runs([str(tmp_path / "audits" / "*")])
+    assert unpublished_run_problem(str(night), "roll it up") in str(exc.value)
+    assert unpublished_run_problem(str(_write_run(tmp_path / "old", doc)), "x") is None  # an older layout
+    (night / "_SUCCESS").write_text('{"run": "r1"}', encoding="utf-8")
+    assert unpublished_run_problem(str(night), "x") is None

@@ -226,6 +226,20 @@ def _stage_age_hours(stage: str) -> Optional[float]:
     return (time.time() - calendar.timegm(started)) / 3600.0
 
 
+def unpublished_run_problem(folder: str, then: str) -> Optional[str]:
+    """Why the run in ``folder``, of the layout that publishes (``stats/manifest.json``), is not one to
+    read: it has no :data:`MARKER` (a run being published, or cut short, on an object store), or
+    ``None``. One rule for every command that reads runs (``rollup``, ``trend``; trial39 T13: the trend
+    read such a night, the roll-up refused it); ``then``: what to do once it is complete."""
+    fs = _fs()
+    try:
+        if fs.exists(fs.join(folder, MARKER)) or not fs.exists(fs.join(folder, "stats", "manifest.json")):
+            return None  # published, or a folder of an older layout (no stats/: never published with a marker)
+    except Exception:  # noqa: BLE001 - a folder that cannot be looked at: its reader says why
+        return None
+    return f"{folder} has no {MARKER}: its run is being published or was cut short; {then} once it is complete"
+
+
 def _read_marker(folder: str) -> Optional[str]:
     """The run id in ``<folder>/_SUCCESS`` (``None``: no marker)."""
     fs = _fs()

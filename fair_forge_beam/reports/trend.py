@@ -141,7 +141,7 @@ def find_runs(patterns: Sequence[str], exclude: Optional[str] = None) -> list[st
         TrendUsageError: no pattern, a pattern that matches nothing, or a match that is not a run
             (a folder without ``results.json``, a windowed run, another file).
     """
-    from fair_forge_beam.reports.output_folder import is_stage_path
+    from fair_forge_beam.reports.output_folder import is_stage_path, unpublished_run_problem
 
     if not patterns:
         raise TrendUsageError("name the runs: one or more run folders or patterns, e.g. 'audits/*'")
@@ -166,6 +166,9 @@ def find_runs(patterns: Sequence[str], exclude: Optional[str] = None) -> list[st
             bad_name = path_name_problem(run, pattern)
             if bad_name:  # a name that is not UTF-8 text (issue 28 B7): one line, never a traceback
                 raise TrendUsageError(bad_name)
+            unfinished = unpublished_run_problem(run, "give it to the trend")  # the roll-up's rule (trial39 T13)
+            if unfinished:
+                raise TrendUsageError(unfinished)
             found.setdefault(_key(run), run)
     if not found:
         raise TrendUsageError(f"no run matched {' '.join(repr(p) for p in patterns)} (only the trend's own output folder)")
