@@ -308,7 +308,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
 
             check_output_file(args.cluster_points, list(inputs) + [f for f in (
                 args.baseline, args.emotion_lexicon_csv, args.privacy_domain, args.seed_prompt_file, args.judge_cache) if f],
-                              "--cluster-points")
+                              "--cluster-points", stdout=False)  # a Parquet file: '-' is no file name here
         if (args.judge_base_url or args.guardian_base_url or args.generator_base_url) and _local_run(options, runner):
             # every file the run writes is checked before it starts: the endpoints' answer cache too
             from fair_forge_beam.components.judge.cache import DEFAULT_CACHE

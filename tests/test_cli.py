@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import subprocess
 import sys
 
@@ -391,3 +392,33 @@ def test_every_named_command_of_the_console_script_names_itself(command, capsys,
     monkeypatch.setattr(audit, "guarded", fake_guarded)
     audit.main([command, "x"])
     assert seen == {"command": command, "prog": prog}
+
+
+@pytest.mark.parametrize("target", ["-", "/dev/stdout"])
+def test_compare_json_dash_and_dev_stdout_write_the_json_on_standard_output(tmp_path, target):
+    """trial39 T13: `compare A B --json -` wrote a 116 KB file named '-' in the current folder, and
+    `--json /dev/stdout` was refused ('is a FIFO') when stdout was a pipe: `compare --json` could not
+    feed jq. Both now write the JSON alone on stdout (a pipe here), the table on stderr."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    doc = _doc(metrics=("toxicity",))
+    doc["metrics"]["toxicity"]["slices"] = [{"slice": "overall", "mode": "distribution", "n_interactions": 10, "n_sessions": 5,
+                                             "toxic_rate": {"mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 10}}]
+    for folder in (a, b):
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "fair_forge_beam.reports.compare", str(a), str(b), "--json", target],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    cmp = json.loads(done.stdout)  # the JSON alone: what jq reads
+    assert cmp["verdicts"] and done.stderr.startswith("comparison (current − baseline)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # no file named '-'
+
+
+def test_cluster_points_to_standard_output_is_refused(tmp_path, capsys):
+    """The same class: --cluster-points writes Parquet, which standard output is not a file for."""
+    with pytest.raises(SystemExit) as exc:
+        audit.main(["--quiet", "--metrics", "toxicity", "--group-extractor", "embedding", "--cluster-points", "-",
+                    "--output", str(tmp_path / "out")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert exc.value.code == 2 and len(err) == 1 and "--cluster-points -: standard output is not a file" in err[0], err

@@ -511,7 +511,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as exc:
         p.error(str(exc))
     from fair_forge_beam.io.read import ReadError
-    from fair_forge_beam.io.write import replace_file
+    from fair_forge_beam.io.paths import write_text_output
 
     # a missing input, a BFCL file without its answers, an output that cannot be written: one line
     # and exit 2 (trial 28f B10: 15-line tracebacks); the output appears whole or not at all
@@ -523,11 +523,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for bad in (s for s in sessions if isinstance(s, ReadError)):
             sys.stderr.write(f"skipped (unreadable): {bad.reason}\n")
         text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sessions if not isinstance(s, ReadError))
-        if args.output == "-":
-            sys.stdout.write(text)
-        else:
-            data = text.encode("utf-8")
-            replace_file(args.output, lambda f: f.write(data))
+        write_text_output(args.output, text)  # '-' or /dev/stdout: standard output
     except (ValueError, OSError) as exc:
         p.error(plain_reason(exc))
     return 0

@@ -7,7 +7,8 @@ from __future__ import annotations
 import fnmatch
 import os
 import stat
-from typing import Optional, Sequence
+import sys
+from typing import Any, Optional, Sequence
 
 from fair_forge_beam.quoting import quoted
 
@@ -106,19 +107,51 @@ def check_apart(out: str, reads: Sequence[str], may_hold_reads: bool, option: st
                                      "pattern (e.g. '*.jsonl') or write elsewhere (nothing was touched)")
 
 
-def check_output_file(output: str, reads: Sequence[str] = (), option: str = "--output") -> str:
+def is_standard_output(path: Any) -> bool:
+    """Whether the output path ``path`` means this process's standard output: ``-``, or a local path
+    that is the same file as it (``/dev/stdout``, ``/dev/fd/1`` — a pipe, a terminal, a redirected
+    file; trial39 T13: ``compare --json -`` wrote a file named ``-`` and ``--json /dev/stdout`` was
+    refused as a FIFO when stdout was a pipe)."""
+    if path == "-":
+        return True
+    if not isinstance(path, str) or not path.startswith("/dev/"):
+        return False
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):  # no such device, or a stdout that is no file (a test's capture)
+        return False
+
+
+def write_text_output(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to the output file ``path``, whole or not at all
+    (:func:`~fair_forge_beam.io.write.replace_file`), or to standard output when ``path`` means it
+    (:func:`is_standard_output`)."""
+    if is_standard_output(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from fair_forge_beam.io.write import replace_file
+
+    data = text.encode("utf-8")
+    replace_file(path, lambda f: f.write(data))
+
+
+def check_output_file(output: str, reads: Sequence[str] = (), option: str = "--output", stdout: bool = True) -> str:
     """Check, before anything is read or written, that the output FILE ``output`` (``compare --json``,
     the converter's output) is none of ``reads`` and lies inside none of them (a run folder it reads,
     its ``results.json``, an input file), compared by real path as :func:`~fair_forge_beam.reports.output_folder.check_output_folder` does;
-    returns it unchanged. ``-`` (standard output) passes.
+    returns it unchanged. Standard output (``-``, ``/dev/stdout``: :func:`is_standard_output`) passes
+    where the command writes text there (``stdout``), and is refused elsewhere (a Parquet file).
 
     Raises:
         ValueError: a one-line message for a usage error (exit code 2 in every command).
     """
     from fair_forge_beam.plain import path_name_problem
 
-    if output == "-":
-        return output
+    if is_standard_output(output):
+        if stdout:
+            return output
+        raise ValueError(f"{option} {output}: standard output is not a file this option can write: name a file")
     problem = (f"{option} is empty: name the file to write" if isinstance(output, str) and not output.strip()
                else path_name_problem(output, option))
     if problem:

@@ -659,7 +659,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("current", type=user_path, help="run folder (or results.json) judged")
     p.add_argument("baseline", type=user_path, help="run folder (or results.json) compared with")
     p.add_argument("--json", metavar="PATH", type=user_path,
-                   help="also write the comparison as JSON: every row, whatever --all")
+                   help="also write the comparison as JSON: every row, whatever --all ('-' or /dev/stdout: standard "
+                        "output, and the table goes to stderr)")
     p.add_argument("--all", action="store_true",
                    help="list every row, not only detectable differences (better, worse, higher, lower; "
                         "the others are counted in one line)")
@@ -668,7 +669,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if getattr(args, name) is not None and not getattr(args, name).strip():
             p.error(f"{name if name != 'json' else '--json'} is empty: name a run folder or its results.json"
                     if name != "json" else "--json is empty: name the file to write")
-    if args.json:  # never one of the runs, inside one, or a file of one (B9: it replaced the run's results.json)
+    from fair_forge_beam.io.paths import is_standard_output, write_text_output
+
+    if args.json and not is_standard_output(args.json):  # never one of the runs, inside one, or a file of one (B9)
         from fair_forge_beam.io.paths import check_output_file
 
         from fair_forge_beam.reports.output_folder import check_no_other_run, is_owned_name
@@ -695,21 +698,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cmp = scrub_known(compare_runs(*docs, current_info=infos[0], baseline_info=infos[1],
                                        current_dir=args.current, baseline_dir=args.baseline))
         empty = empty_comparison_reason(cmp)
+        to_stdout = bool(args.json) and is_standard_output(args.json)  # '-': stdout holds the JSON alone (jq)
         if args.json and not empty:  # the whole file or none (a full disk leaves --json as it was)
-            from fair_forge_beam.io.write import replace_files
-
-            replace_files([(args.json, json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False))])
+            write_text_output(args.json, json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False)
+                              + ("\n" if to_stdout else ""))
     except (OSError, ValueError) as exc:
         from fair_forge_beam.console import environment_failure
 
         if environment_failure(exc):  # a full disk, a quota: exit code 1, one line (console.guarded)
             raise
         p.error(plain_reason(exc))
-    print(comparison_table(cmp, only_detectable=not args.all))
+    print(comparison_table(cmp, only_detectable=not args.all), file=sys.stderr if to_stdout else sys.stdout)
     if empty:  # nothing was compared: never exit 0 as if it had been (trial29 T11); --json is not written
         from fair_forge_beam.reports.empty_run import fail_empty_run
 
-        fail_empty_run(empty, args.json, prog=PROG, allow_empty=False, kind="empty comparison")
+        fail_empty_run(empty, None if to_stdout else args.json, prog=PROG, allow_empty=False, kind="empty comparison")
     return 0
 
 
