@@ -8,6 +8,7 @@ checks, DESIGN §9).
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -132,6 +133,7 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
 
     from apache_beam.runners.portability import local_job_service
 
+    from fair_forge_beam.sdk_worker import QUIET_WORKERS
     from fair_forge_beam.worker_watch import worker_ended, worker_started
 
     if getattr(local_job_service.subprocess, "ctrl_c_left_to_the_command", False):
@@ -147,6 +149,8 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
                 # Beam's own command, run without a shell: the worker is the process Beam waits for, so
                 # its death is told by its own status (-9), not a shell's 137 and 'Killed' line
                 args, kwargs["shell"] = ([sys.executable, "-m", _WORKER_MODULE],) + tuple(args[1:]), False
+                if (kwargs.get("env") or os.environ).get(QUIET_WORKERS):  # the command's --quiet (trial39 T13)
+                    args = ([sys.executable, "-m", "fair_forge_beam.sdk_worker", _WORKER_MODULE],) + tuple(args[1:])
             self.through_shell = bool(kwargs.get("shell"))
             super().__init__(*args, **kwargs)
             worker_started(self)  # a worker that dies ends the run (fair_forge_beam.worker_watch)

@@ -371,7 +371,8 @@ class QuietLogs:
     ``Resource module is not available``: a filter on the root logger sees only records logged on
     it, never those of named loggers); ignores Python warnings. Everything is restored on exit (a
     caller running several audits in one process keeps its own settings). Worker processes of
-    other runners (multi-processing, Flink, Prism) configure their own logging."""
+    other runners (Flink, Prism) configure their own logging; the multi-processing runner's workers
+    inherit it (:mod:`fair_forge_beam.sdk_worker`)."""
 
     NAMES = ("fair_forge_beam", "apache_beam") + HTTP_CLIENT_LOGGERS + MODEL_LIBRARY_LOGGERS
 
@@ -391,6 +392,11 @@ class QuietLogs:
                 lg.setLevel(logging.ERROR)
         self.root_filter = _ErrorsOnly()
         logging.getLogger().addFilter(self.root_filter)
+        from fair_forge_beam.sdk_worker import QUIET_WORKERS
+
+        # the multi-process SDK workers the run starts inherit it (fair_forge_beam.sdk_worker; trial39 T13)
+        self.worker_env = os.environ.get(QUIET_WORKERS)
+        os.environ[QUIET_WORKERS] = "1"
         self.warnings = warnings.catch_warnings()
         self.warnings.__enter__()
         warnings.simplefilter("ignore")
@@ -400,6 +406,12 @@ class QuietLogs:
             lg.setLevel(level)
         if self.root_filter is not None:
             logging.getLogger().removeFilter(self.root_filter)
+            from fair_forge_beam.sdk_worker import QUIET_WORKERS
+
+            if self.worker_env is None:
+                os.environ.pop(QUIET_WORKERS, None)
+            else:
+                os.environ[QUIET_WORKERS] = self.worker_env
         if self.warnings is not None:
             self.warnings.__exit__(None, None, None)
         return False
