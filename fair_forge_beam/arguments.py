@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections.abc as abc
 import functools
 import inspect
+import os
 import re
 import types
 import typing
@@ -152,14 +153,16 @@ def checks_arguments(init: Callable) -> Callable:
     annotation (:func:`fits`), else one ``ValueError`` (``TypeError`` for a component) naming the class, the
     parameter and what it expects, never the value (fix39a: ``VaderSentimentAnalyzer(threshold="sk-…")`` and forty
     other constructors raised Python's or a library's own error quoting it, or took it). When every value fits, the
-    constructor runs as it is. A text of :data:`SHOWN_PREFIX` characters or more of the wrong type is refused
-    before the constructor sees it. Another wrong value (a number, a short text, a container) lets the constructor's
-    own refusal speak if it names that parameter and shows no text given (``k must be a positive integer``); any
-    other outcome (a refusal quoting a value, an error about something else, such as a required argument left
-    out, or taking it) is this check's line. A parameter declared as a
-    component (an embedder, a mode, a handler, a callable) is checked only when given a text, bytes or a number
-    (``statistical_mode="sk-…"``): any other object is the class's to judge (duck-typed stand-ins are welcome). A
-    path-like value is checked as its text and a numpy scalar as the Python number it holds."""
+    constructor runs as it is. **Decision** (trial39b B5: a container, a key, a path or an object given let the
+    constructor's refusal quote it): only a wrong number, flag or None lets the constructor's own refusal speak, when
+    it names that parameter and shows no text given (``k must be a positive integer``); any other wrong value (a text,
+    bytes, a container at any depth, an object) is this check's line before the constructor sees it. A parameter
+    declared as a component (an embedder, a mode, a handler, a callable) is checked when given a text, bytes, a path or
+    a number (``statistical_mode="sk-…"``); any other object is the class's to judge (duck-typed stand-ins are
+    welcome), but when the class refuses one that is not of the declared type, the refusal is this check's line (its
+    ``repr`` may hold a secret, or raise). A
+    path-like value is checked as its text (a refusal quoting one given where a text is declared is this check's
+    line too) and a numpy scalar as the Python number it holds."""
     known: list = []  # (signature, data annotations, defaults): read at the first call, once the module is whole
 
     @functools.wraps(init)
@@ -176,25 +179,47 @@ def checks_arguments(init: Callable) -> Callable:
         except TypeError:  # Python's own error of the call (an unknown keyword, too many arguments) follows
             bound = {}
         takes = {**data, **parts}
-        given = {k: _plain_value(v) for k, v in bound.items()
-                 if (k in data or k in parts and isinstance(v, _SCALARS)) and not (k in defaults and v is defaults[k])}
+        given = {}
+        for k, v in bound.items():
+            if (k in data or k in parts) and not (k in defaults and v is defaults[k]):
+                plain = _plain_value(v)
+                if k in data or isinstance(plain, _SCALARS):  # a path-like is its text, a numpy scalar its number
+                    given[k] = plain
         wrong = next((k for k, v in given.items() if not fits(v, takes[k])), None)
         if wrong is None:  # every value of its declared type: the constructor as it is
-            return init(self, *args, **kwargs)
+            try:
+                return init(self, *args, **kwargs)
+            except Exception:
+                # a component given as an object of another class (a duck-typed stand-in, a mapping form) that the
+                # constructor refused showing it (its repr may hold a secret) or with its repr raising: this check's line
+                stray = next((k for k, v in bound.items() if k in parts and k not in given and k != "self"
+                              and not (k in defaults and v is defaults[k]) and not fits(v, parts[k])
+                              and _refusal_shows(v)), None)
+                if stray is not None:
+                    raise TypeError(_refusal(type(self).__name__, stray, parts[stray], bound[stray])) from None
+                # a path given where a text is declared, taken as its text: a refusal quoting it is this check's line
+                # (``level must be one of (…), got PosixPath('/tmp/…')``); a file's own error (OSError) speaks
+                path = next((k for k, v in bound.items() if k in data and isinstance(v, os.PathLike)
+                             and not isinstance(v, str) and _refusal_shows(v, refusals_only=True)), None)
+                if path is None:
+                    raise
+                raise ValueError(_refusal(type(self).__name__, path, data[path], bound[path])) from None
         value = given[wrong]
         # a component's wrong value is a TypeError (Python's word for an object of the wrong kind), data's a ValueError
         error = ValueError if wrong in data else TypeError
-        refusal = (f"{type(self).__name__}: {masked_key(wrong)} expects {expects(takes[wrong])}, got {a_type(value)} "
-                   f"(its value is not shown: it may be a secret)")
-        if isinstance(value, (str, bytes, bytearray)) and len(value) >= SHOWN_PREFIX:
-            raise error(refusal)  # secret-shaped: the constructor never sees it (it named a file after it)
-        # a number, a short text or a container of the wrong type: the constructor's own refusal speaks when it names
-        # that parameter and shows no text given (``k must be a positive integer``); anything else (a refusal quoting
-        # a value, another error, or taking it) is this check's one line
+        refusal = _refusal(type(self).__name__, wrong, takes[wrong], value)
+        if not isinstance(value, _SPEAKS):
+            raise error(refusal)  # a text, a path, a container, an object: the constructor never sees it
+        # a number or a flag of the wrong type: the constructor's own refusal speaks when it names that parameter and
+        # shows no text given (``k must be a positive integer``); anything else (another error, or taking it) is this
+        # check's one line
         try:
             init(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - judged below; re-raised as it is when it may speak
-            said = str(exc)
+            try:
+                said = str(exc)
+            except Exception:  # noqa: BLE001 - a message that cannot be read: this check's line
+                said = ""
             if re.search(rf"(?<![\w]){re.escape(wrong)}(?![\w])", said) and not _shows(said, bound.values()):
                 raise
         raise error(refusal) from None
@@ -206,17 +231,57 @@ def checks_arguments(init: Callable) -> Callable:
 #: a text given that a message holds this many of its first characters of is shown there (:func:`_shows`)
 SHOWN_PREFIX = 8
 
+#: the wrong values whose constructor's own refusal may speak (:func:`checks_arguments`): a number, a flag, None
+_SPEAKS = (bool, int, float, type(None))
 
-def _shows(message: str, values) -> bool:
-    """Whether ``message`` shows a text given among ``values`` (its first :data:`SHOWN_PREFIX` characters; a
-    mapping's or a sequence's texts too, a level deep; bytes as their text)."""
-    for v in values:
-        items = v.values() if isinstance(v, abc.Mapping) else v if isinstance(v, (list, tuple, set, frozenset)) else (v,)
-        for t in items:
-            if isinstance(t, (bytes, bytearray)):
-                t = t.decode("utf-8", "replace")
-            if isinstance(t, str) and len(t) >= SHOWN_PREFIX and t[:SHOWN_PREFIX] in message:
+
+def _refusal_shows(value: Any, refusals_only: bool = False) -> bool:
+    """Whether the exception being handled may show ``value``: a message that cannot be read, or that holds a text
+    of ``value`` (:func:`_shows`) or the start of its ``str`` / ``repr`` (or these raise); any exception other than a
+    refusal (``ValueError`` / ``TypeError``) too, unless ``refusals_only`` (then it speaks: a file's own error)."""
+    import sys
+
+    exc = sys.exc_info()[1]
+    if not isinstance(exc, (ValueError, TypeError)):
+        return not refusals_only
+    try:
+        said = str(exc)
+        if _shows(said, [value], keys=False):  # a mapping form's keys are shown masked (:func:`masked_key`)
+            return True
+        return any(len(t) >= SHOWN_PREFIX and t[:SHOWN_PREFIX] in said for t in (str(value), repr(value)))
+    except Exception:  # noqa: BLE001 - a message or a value that cannot be read: shown for all we know
+        return True
+
+
+def _refusal(owner: str, name: str, annotation: Any, value: Any) -> str:
+    """The check's line: the class, the parameter and what it expects, the value's type only."""
+    return (f"{owner}: {masked_key(name)} expects {expects(annotation)}, got {a_type(value)} "
+            f"(its value is not shown: it may be a secret)")
+
+
+def _shows(message: str, values, depth: int = 0, keys: bool = True) -> bool:
+    """Whether ``message`` shows a text among ``values`` (its first :data:`SHOWN_PREFIX` characters; the keys and
+    values of mappings (the keys only if ``keys``) and the items of sequences and sets, all the way down; bytes and
+    paths as their text)."""
+    import os
+
+    if depth > 20:
+        return False
+    for t in values:
+        if isinstance(t, abc.Mapping):
+            if _shows(message, (list(t.keys()) if keys else []) + list(t.values()), depth + 1, keys):
                 return True
+            continue
+        if isinstance(t, (list, tuple, set, frozenset)):
+            if _shows(message, t, depth + 1, keys):
+                return True
+            continue
+        if isinstance(t, (bytes, bytearray)):
+            t = t.decode("utf-8", "replace")
+        elif isinstance(t, os.PathLike):
+            t = str(t)
+        if isinstance(t, str) and len(t) >= SHOWN_PREFIX and t[:SHOWN_PREFIX] in message:
+            return True
     return False
 
 
