@@ -44,7 +44,7 @@ __all__ = ["ConfigError", "expand_argv", "load_config", "parse_slices", "is_temp
 
 from fair_forge_beam.options import (OPTIONS, TEMPLATE_EXCLUDED, OneLineErrorParser, config_keys, config_value_problem,
                                      user_path)
-from fair_forge_beam.quoting import did_you_mean, quoted
+from fair_forge_beam.quoting import choice_text, did_you_mean, quoted
 from fair_forge_beam.plain import int_digits_reason, plain_reason
 from fair_forge_beam.slices import SLICE_DIMENSIONS, slice_name_problems
 
@@ -101,7 +101,7 @@ def _to_bool(name: str, value: Any) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise ConfigError(f"--{name}: expected true or false, got {quoted(value)}")
+    raise ConfigError(f"--{name}: expected true or false, got {choice_text(value, (*_TRUE, *_FALSE))}")
 
 
 def normalise_template_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
@@ -420,7 +420,7 @@ def expand_argv(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[l
     except argparse.ArgumentError as exc:
         raise ConfigError(f"--config {known.config}: {exc}") from None
     if rest:
-        raise ConfigError(f"--config {known.config}: not understood: {quoted(' '.join(rest))}")
+        raise ConfigError(f"--config {known.config}: not understood: {', '.join(choice_text(a, ()) for a in rest)}")
     check_file_values(values, job, gates, known.config, beam_argv)
     return job + beam_argv + argv, gates
 
@@ -446,7 +446,7 @@ def check_file_values(values: argparse.Namespace, job: Sequence[str], gates: Seq
     if "metrics" in given:
         for name in metric_names(values.metrics):
             if name not in METRICS and name not in registered():
-                raise ConfigError(f"--config {path}: metrics: unknown metric {quoted(name)}; available: "
+                raise ConfigError(f"--config {path}: metrics: unknown metric {choice_text(name, METRICS)}; available: "
                                   f"{', '.join(sorted(METRICS))}{did_you_mean(name, METRICS)}")
     if "slices" in given:
         try:

@@ -42,7 +42,7 @@ __all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "
            "MAX_REPLY_BYTES", "MAX_PROMPT_CHARS"]
 
 from fair_forge_beam.slices import SLICE_DIMENSIONS  # the slice dimensions the main job aggregates by default
-from fair_forge_beam.quoting import number_text, quoted  # how a usage error quotes a user's value
+from fair_forge_beam.quoting import choice_text, holds_text, number_text, quoted  # how a usage error quotes a user's value
 from fair_forge_beam.urls import has_userinfo, mask_url_secrets
 
 # Defaults that code outside this table also needs (a library default, a run's config without
@@ -916,7 +916,8 @@ def given_twice(parser: argparse.ArgumentParser, args: Sequence[str],
                 continue  # the same flag again: the same meaning
             return f"{name0} and {name} both given: they set one value in opposite ways; give one of them"
         spelt = name0 if name0 == name else f"{name0} (as {name})"
-        shown = lambda v: "no value" if v is None else quoted(v)  # noqa: E731
+        choices = action.choices or ()  # each value as choice_text shows a user's value (trial39b B8)
+        shown = lambda v: "no value" if v is None else choice_text(v, choices)  # noqa: E731
         return f"{spelt} given twice: {shown(val0)}, then {shown(val)}; give it once"
     return None
 
@@ -945,8 +946,16 @@ def check_runner(name: str) -> None:
     try:
         create_runner(name)
     except Exception as exc:  # noqa: BLE001 - ValueError; an ImportError or AttributeError of a dotted name
-        raise ValueError(f"--runner {quoted(name)}: " * (not isinstance(exc, ValueError)) + _plain(exc).rstrip(".")
-                         + did_you_mean(name, StandardOptions.KNOWN_RUNNER_NAMES)) from None
+        known = StandardOptions.KNOWN_RUNNER_NAMES
+        shown_name = choice_text(name, known)  # Beam's words quote the name whole (trial39b B8)
+        if isinstance(exc, ValueError):
+            said = _plain(exc).rstrip(".")
+            if shown_name != quoted(name) and name:  # not shown: wherever Beam's words hold it
+                said = said.replace(name, shown_name)
+        else:  # Python's words about a module or attribute hold parts of the name
+            said = (f"--runner {shown_name}: no runner of that name (not one of Beam's runner names, nor the dotted "
+                    "name of a PipelineRunner class that imports)")
+        raise ValueError(said + did_you_mean(name, known)) from None
 
 
 def leftover_message(parser: argparse.ArgumentParser, rest: Sequence[str], beam: bool = False) -> str:
@@ -958,7 +967,7 @@ def leftover_message(parser: argparse.ArgumentParser, rest: Sequence[str], beam:
         return unrecognised_message(list(dict.fromkeys(flags)), beam)
     strays = list(rest)
     takes_input = "--input" in getattr(parser, "_option_string_actions", {})
-    return (f"unexpected argument(s) {' '.join(repr(a) for a in strays[:5])}{' …' if len(strays) > 5 else ''}: every "
+    return (f"unexpected argument(s) {', '.join(choice_text(a, ()) for a in strays[:5])}{' …' if len(strays) > 5 else ''}: every "
             "value belongs to an option. " + ("An option such as --input takes one value (repeat the option, or "
                                               "quote a glob so that the shell does not expand it); a list such as "
                                               "--slices is one argument without spaces (overall,region)"
@@ -2360,12 +2369,14 @@ def _toml_kind(value: Any) -> str:
 
 
 def toml_shown(value: Any) -> str:
-    """A config value as the message shows it: a text quoted, a list or table as ``a list [...]``,
+    """A config value as the message shows it: a text as :func:`~fair_forge_beam.quoting.choice_text` shows it, a
+    list or table as ``a list [...]`` (one holding a text by its kind and size only),
     any other value as TOML writes it with its kind (``true (a TOML boolean)``)."""
     if isinstance(value, str):
-        return quoted(value)
-    if isinstance(value, (list, dict)):
-        return f"{'a list' if isinstance(value, list) else 'a table'} {quoted(value)}"
+        return choice_text(value, ())
+    if isinstance(value, (list, dict)):  # one holding a text by its kind and size only (choice_text, trial39b B8)
+        return choice_text(value, ()) if holds_text(value) else (
+            f"{'a list' if isinstance(value, list) else 'a table'} {quoted(value)}")
     if isinstance(value, bool):
         shown = "true" if value else "false"
     elif hasattr(value, "isoformat"):
@@ -2410,31 +2421,22 @@ def config_value_problem(option: Option, value: Any) -> Optional[str]:
     choices, paths) are the parser's to check, as on the command line."""
     expects = config_expects(option)
     # a text given for a flag or a number (alone or in a list or table) is shown as number_text decides (trial38b B12)
-    hidden = option.type in (bool, int, float) and _holds_text(value)
+    hidden = option.type in (bool, int, float) and holds_text(value)
     if isinstance(value, list) and (option.repeatable or option.listed):
         if not value and option.repeatable:
             return "an empty list; give at least one value, or leave the key out"
         for item in value:
             if not _config_item_fits(option, item):
-                return f"expected {expects}, got a list {'(not shown) ' if hidden else quoted(value) + ' '}holding {_toml_kind(item)}"
+                return (f"expected {expects}, got a list {'(not shown) ' if hidden or holds_text(value) else quoted(value) + ' '}"
+                        f"holding {_toml_kind(item)}")
         return None
     if not _config_item_fits(option, value):
         if hidden:
             shown = (f"{number_text(value)} ({_toml_kind(value)})" if isinstance(value, str)
-                     else f"{'a list' if isinstance(value, list) else 'a table'} holding text (not shown)")
+                     else choice_text(value, ()))  # a list or table by its kind and size (toml_shown's words)
             return f"expected {expects}, got {shown}"
         return f"expected {expects}, got {toml_shown(value)}"
     return None
-
-
-def _holds_text(value: Any, depth: int = 0) -> bool:
-    """Whether ``value`` is or holds (in lists and tables, a few levels deep) a text."""
-    if isinstance(value, str):
-        return True
-    if depth >= 6:
-        return False
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    return any(_holds_text(v, depth + 1) for v in items)
 
 
 def template_metadata(metrics: Sequence[str] = (), command: str = "audit") -> dict:

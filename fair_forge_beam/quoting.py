@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-__all__ = ["QUOTE_LIMIT", "quoted", "number_text", "choice_text", "shown", "shown_key", "length_note", "closest", "did_you_mean", "fixed",
+__all__ = ["QUOTE_LIMIT", "quoted", "number_text", "choice_text", "holds_text", "shown", "shown_key", "length_note", "closest", "did_you_mean", "fixed",
            "fixed_estimate"]
 
 #: most characters of a user's value a usage error repeats (its ``repr``, quotes and escapes included)
@@ -70,13 +70,43 @@ def choice_text(value: Any, choices) -> str:
     a usage error shows it. **Decision** (fix39a, trial38: ``invalid choice: 'sk-live-…'`` echoed what a numeric
     option hides): a text close to one of ``choices`` (:func:`closest`: a typo, ``'bayesain'``) is quoted after the
     package's secret masking; any other text follows :func:`number_text` (shown when at most :data:`SHORT_SHOWN`
-    characters, else only its length); a value that is no text (already converted by the option's type) is
-    quoted. Never raises."""
+    characters, else only its length); a number, a flag, a date or None (already converted by the option's type)
+    is quoted. **Decision** (trial39b B8: ``mode = ["sk-…"]`` in a config said ``got a list ['sk-…']``): a list, a
+    table or another container that holds a text anywhere (keys too) is said by its kind and size only, as is any
+    other object (its ``repr`` may hold a secret). The one rule of every user's value a usage error repeats: a
+    command line's stray value or an option given twice, a config file's value or key, a runner, a metric name.
+    Never raises."""
     from fair_forge_beam.urls import mask_line
 
-    if not isinstance(value, str):
+    if isinstance(value, str):
+        return quoted(mask_line(value)) if closest(value, choices) is not None else number_text(value)
+    if value is None or isinstance(value, (bool, int, float, complex)) or hasattr(value, "isoformat"):
         return quoted(value)
-    return quoted(mask_line(value)) if closest(value, choices) is not None else number_text(value)
+    if isinstance(value, (list, tuple, set, frozenset, dict)) and not holds_text(value):
+        return quoted(value)
+    kind = ("a table" if isinstance(value, dict) else "a list" if isinstance(value, (list, tuple))
+            else "a set" if isinstance(value, (set, frozenset)) else f"a {type(value).__name__}")
+    try:
+        size = f" of {len(value):,} item{'' if len(value) == 1 else 's'}" if isinstance(value, (list, tuple, set, frozenset, dict)) else ""
+    except Exception:  # noqa: BLE001
+        size = ""
+    return f"{kind}{size} (not shown: it may hold a secret given in the wrong place)"
+
+
+def holds_text(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is or holds (in containers, keys too, all the way down) a text or bytes, or an object
+    other than a number, a flag, a date or None."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return True
+    if value is None or isinstance(value, (bool, int, float, complex)) or hasattr(value, "isoformat"):
+        return False
+    if depth >= 20:
+        return True
+    if isinstance(value, dict):
+        return any(holds_text(k, depth + 1) or holds_text(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(holds_text(v, depth + 1) for v in value)
+    return True
 
 
 def shown(value: Any, limit: int = QUOTE_LIMIT) -> str:

@@ -93,3 +93,38 @@ def test_a_typo_near_a_choice_is_still_shown_with_the_nearest_choice(capsys):
         audit.build_parser().parse_known_args(["--mode", "bayesain"])
     err = capsys.readouterr().err
     assert "invalid choice: 'bayesain' (choose from" in err and "did you mean 'bayesian'?" in err, err
+
+
+#: trial39b B8: the usage errors that still quoted a user's value whole, each as the main job meets it (a config
+#: file's text, or the command line's arguments after ``--input``/``--output``)
+ECHO_PATHS = {
+    "config: a list where a text is declared": ('mode = ["{S}"]\n', []),
+    "config: a table where a text is declared": ('[options]\ngroup_extractor = {{a = "{S}"}}\n', []),
+    "config: a runner": ('[beam]\nrunner = "{S}"\n', []),
+    "config: a metric": ('metrics = ["{S}"]\n', []),
+    "command line: a runner": (None, ["--runner", "{S}"]),
+    "command line: a metric": (None, ["--metrics", "{S}"]),
+    "command line: an option given twice": (None, ["--mode", "bayesian", "--mode", "{S}"]),
+    "command line: a stray value": (None, ["--judge-timeout", "30", "{S}"]),
+}
+
+
+@pytest.mark.parametrize("path", sorted(ECHO_PATHS))
+def test_no_usage_error_of_the_main_job_echoes_a_secret_shaped_value(path, tmp_path, capsys):
+    """Every place a usage error repeats a user's value shows it by one rule (quoting.choice_text): a text far from
+    every valid value, and a list or table holding one, by its length or kind only."""
+    from pipelines import audit
+
+    config, argv = ECHO_PATHS[path]
+    data = tmp_path / "x.jsonl"
+    data.write_text("")
+    args = ["--input", str(data), "--output", str(tmp_path / "out")] + [a.format(S=SECRET) for a in argv]
+    if config is not None:
+        (tmp_path / "c.toml").write_text(config.format(S=SECRET))
+        args = ["--config", str(tmp_path / "c.toml"), "--output", str(tmp_path / "out"), "--input", str(data)]
+    with pytest.raises(SystemExit) as ended:
+        audit.main(args)
+    err = capsys.readouterr().err
+    assert ended.value.code == 2, err
+    assert "NOT-SHOWN" not in err and "hunter2" not in err, err
+    assert "not shown" in err, err

@@ -18,7 +18,7 @@ from fair_forge_beam.extras import CLUSTERING_MODULES, MINILM_MODULES, require
 from fair_forge_beam.io.edge import read_side_text, side_json_loads
 from fair_forge_beam.options import constructor_kwargs, validate, value
 from fair_forge_beam.plain import plain_reason, side_file_error
-from fair_forge_beam.quoting import did_you_mean, quoted
+from fair_forge_beam.quoting import choice_text, did_you_mean, quoted
 from fair_forge_beam.schemas.metric_info import (COLUMN_TYPES, PARQUET_HEADER, MetricInfo, agreeing_name, check_metric_name,
                                                  declared_names)
 from fair_forge_beam.statistical.base import StatisticalMode
@@ -512,7 +512,7 @@ def build_metric(name: str, mode: StatisticalMode, options: Optional[dict] = Non
             clustering) and it is not installed; the message names the flag that does without it.
     """
     if name not in METRICS and name not in registered():
-        raise ValueError(f"unknown metric {quoted(name)}; available: {', '.join(sorted(METRICS))}"
+        raise ValueError(f"unknown metric {choice_text(name, METRICS)}; available: {', '.join(sorted(METRICS))}"
                          + did_you_mean(name, METRICS))
     check_metric_name(name, "the registered name")
     transform = METRICS[name][0](mode, options or {})
