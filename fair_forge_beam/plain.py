@@ -236,6 +236,10 @@ def _validation_msg(e: Mapping) -> str:
     return f"is not a value this field accepts{given}"
 
 
+#: most characters of one key of a validation error's location a reason shows (:func:`validation_words`)
+LOCATION_LIMIT = 40
+
+
 def validation_words(exc: BaseException, limit: Optional[int] = 5,
                      loc: Optional[Callable[[tuple], tuple]] = None, root: str = "record",
                      missing_first: bool = False) -> str:
@@ -248,7 +252,10 @@ def validation_words(exc: BaseException, limit: Optional[int] = 5,
     model classes left out); ``loc`` rewrites it first; ``root`` names an error of the whole value.
     Errors that read the same are said once. ``missing_first``: a missing field is said first, an unknown key
     last (an LLM's reply in another shape: ``queries: is required but missing`` before ``score: is not a field``,
-    which a cut line would show alone). Never raises."""
+    which a cut line would show alone). Each key of a location is shown as data is (:func:`~fair_forge_beam.quoting.shown`:
+    escapes, cut to :data:`LOCATION_LIMIT` characters). Never raises."""
+    from fair_forge_beam.quoting import shown
+
     try:
         seen: list = []
         errors = exc.errors()
@@ -258,7 +265,8 @@ def validation_words(exc: BaseException, limit: Optional[int] = 5,
             at = tuple(e.get("loc", ()))
             if loc is not None:
                 at = tuple(loc(at))
-            at = [str(x) for x in at if not (isinstance(x, str) and _NOT_A_FIELD.fullmatch(x))]
+            # a key is the data's (an LLM's reply, a record): escaped and cut as data is shown (trial39b B11)
+            at = [shown(x, LOCATION_LIMIT) for x in at if not (isinstance(x, str) and _NOT_A_FIELD.fullmatch(x))]
             text = f"{'.'.join(at) or root}: {_validation_msg(e)}"
             if text not in seen:
                 seen.append(text)

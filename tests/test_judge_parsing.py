@@ -222,3 +222,29 @@ def test_reading_any_text_for_json_is_bounded(bomb, monkeypatch):
     obj, why = parsing.parse_verdict('{"score": 0.2, "insight": "x"} ' + bomb, Verdict)
     assert why is None and obj.score == 0.2
     assert calls[0] <= 2_000, calls[0]
+
+
+def test_a_generators_reply_is_named_in_its_own_words():
+    """trial39b B11: a generator's reply was said to hold "a list of verdicts" that are "never scored", a JSON object
+    of another shape was "no JSON object found", and an unknown key went raw (escape codes, a newline) and whole
+    (300 characters) into the reason."""
+    from fair_forge_beam.components.judge import parsing
+    from fair_forge_beam.generators.schemas import GeneratedQueriesOutput as Reply
+
+    said = {name: parsing.parse_verdict(text, Reply, role="generator", **extra)[1] for name, (text, extra) in {
+        "structured list": ('[{"queries": ["a"]}]', {"structured": True}),
+        "text list": ('here: [{"queries": ["a"]}]', {}),
+        "other shape": ('{"questions": ["a"]}', {}),
+        "cut": ('{"queries": ["a"]}', {"finish_reason": "length"}),
+        "escapes": (json.dumps({"queries": [], "chunk_summary": "s", "a\x1b[31mRED\nX": 1}), {}),
+        "long key": (json.dumps({"queries": [], "chunk_summary": "s", "k" * 300: 1}), {}),
+    }.items()}
+    for name, why in said.items():
+        assert why and "verdict" not in why and "scored" not in why and "no JSON object found" not in why, (name, why)
+    assert said["structured list"].startswith("the generator's reply is a list of objects"), said
+    assert said["other shape"].startswith("the generator's reply: ") and "questions: is not a field" in said["other shape"]
+    assert "cut replies are never used" in said["cut"], said
+    assert "\x1b" not in said["escapes"] and "\n" not in said["escapes"] and "a\\x1b[31mRED\\nX: is not a field" in said["escapes"]
+    assert "k" * 41 not in said["long key"] and "(300 characters): is not a field" in said["long key"], said
+    # a judge's words are as they were
+    assert parsing.parse_verdict('[{"score": 1}]', Verdict, structured=True)[1] == "answer is a list of verdicts, not one JSON object"

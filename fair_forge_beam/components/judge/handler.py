@@ -473,7 +473,7 @@ class _JudgeClient(EndpointClient):
                 parsed = None
                 if schema is not None:
                     obj, why = parse_verdict(answer, schema, structured=structured, finish_reason=finish,
-                                             quotes=quotes, mismatch=_mismatch(cfg.role))
+                                             quotes=quotes, role=cfg.role)
                     if obj is None:
                         last_reason, last_raw = why, content
                         continue
@@ -954,13 +954,6 @@ class JudgeOutputs(NamedTuple):
 
     results: Any
     dead_letters: Any
-
-
-def _mismatch(role: str) -> str:
-    """What a reason says of a reply that does not fit the schema: a judge's or a guardian's is a verdict, a
-    generator's its reply (trial38 T13: a generator's reply was said not to match "the verdict schema")."""
-    return ("answer does not match the verdict schema" if role in ("judge", "guardian")
-            else f"the {role}'s reply")  # then what is wrong in it, a missing field first, in a console line's 100 first characters
 
 
 def _request_raw(req: JudgeRequest) -> str:

@@ -41,7 +41,7 @@ import importlib
 import json
 import re
 from decimal import Decimal
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
 from pydantic import BaseModel, ValidationError
 
@@ -423,6 +423,28 @@ def is_whole_json(text: str) -> bool:
     return _whole_json(text)[0]
 
 
+
+class ReplyWords(NamedTuple):
+    """What the reasons of :func:`parse_verdict` call a reply and what it holds, by whose reply it is."""
+
+    subject: str  #: the reply, first in a reason: ``answer``, ``the generator's reply``
+    within: str  #: the reply after "in": ``the answer``, ``the generator's reply``
+    objects: str  #: a JSON list of what it should hold one of: ``a list of verdicts``, ``a list of objects``
+    mismatch: str  #: the start of a reason about an object that does not fit the schema
+    use: str  #: what is never done with a cut reply (:func:`~fair_forge_beam.components.replies.unfinished_reply`)
+
+
+def reply_words(role: str) -> ReplyWords:
+    """The words of a ``role``'s reply: a judge's or a guardian's answer holds a verdict that is scored; any other
+    role's (a generator's) reply holds an object that is used (trial38 T13, trial39b B11: a generator's reply was
+    said to hold "a list of verdicts" that are "never scored")."""
+    if role in ("judge", "guardian"):
+        return ReplyWords("answer", "the answer", "a list of verdicts", "answer does not match the verdict schema",
+                          "scored")
+    reply = f"the {role}'s reply"
+    return ReplyWords(reply, reply, "a list of objects", reply, "used")
+
+
 def parse_verdict(
     answer: str,
     schema: type[BaseModel],
@@ -430,7 +452,7 @@ def parse_verdict(
     structured: bool = False,
     finish_reason: Optional[str] = None,
     quotes: frozenset = frozenset(),
-    mismatch: str = "answer does not match the verdict schema",
+    role: str = "judge",
 ) -> tuple[Optional[BaseModel], Optional[str]]:
     """The judge's verdict in ``answer`` under the rule of this module's docstring.
 
@@ -439,11 +461,13 @@ def parse_verdict(
     (``json_schema`` or ``json_object``). ``finish_reason``: as sent by the server. ``quotes``:
     :func:`quoted_json` of the request's messages; in text mode a JSON value of the answer equal to
     one of them is a quotation of the judged text, set aside when the verdicts differ (rule 4).
-    ``mismatch``: what a reason says of an object that does not fit ``schema`` (a generator's handler: its reply).
+    ``role``: whose reply it is (:func:`reply_words`: a judge's or a guardian's holds a verdict that is scored, a
+    generator's an object that is used).
 
     Returns ``(instance, None)`` or ``(None, reason)``; never raises for any text.
     """
-    unfinished = unfinished_reply(finish_reason, "scored")
+    words = reply_words(role)
+    unfinished = unfinished_reply(finish_reason, words.use)
     if unfinished:
         return None, unfinished
     text = (answer or "").strip()
@@ -452,30 +476,35 @@ def parse_verdict(
         if complete:
             if isinstance(whole, dict):
                 obj, why = _validate_strict(whole, schema)
-                return (obj, None) if obj is not None else (None, f"{mismatch}: {why}")
-            kind = "a list of verdicts" if isinstance(whole, list) else json_kind(whole)
-            return None, f"answer is {kind}, not one JSON object"
+                return (obj, None) if obj is not None else (None, f"{words.mismatch}: {why}")
+            kind = words.objects if isinstance(whole, list) else json_kind(whole)
+            return None, f"{words.subject} is {kind}, not one JSON object"
     fields = _field_names(schema)
     verdicts: list[BaseModel] = []
     canon: dict[str, bool] = {}  # each distinct verdict -> whether every copy of it is a quotation
+    other = None  # the last JSON object of the reply's own with none of the schema's fields (another shape)
     for value in _iter_json_values(text):
         quote = bool(quotes) and isinstance(value, (dict, list)) and _canonical(value) in quotes
         if isinstance(value, list):
             if not quote and any(isinstance(x, dict) and fields & set(x) for x in value):
-                return None, "answer holds a list of verdicts; exactly one JSON object is expected"
+                return None, f"{words.subject} holds {words.objects}; exactly one JSON object is expected"
             continue
+        if isinstance(value, dict) and not quote and not fields & set(value):
+            other = value
         if not isinstance(value, dict) or not fields & set(value):
             continue
         obj, why = _validate_strict(value, schema)
         if obj is None:
             if quote:  # an invalid verdict written in the judged text, quoted: not the judge's
                 continue
-            return None, f"{mismatch}: {why}"
+            return None, f"{words.mismatch}: {why}"
         verdicts.append(obj)
         key = json.dumps(obj.model_dump(mode="json"), sort_keys=True)
         canon[key] = canon.get(key, True) and quote
     if not verdicts:
-        return None, "no JSON object found in the answer"
+        if other is not None:  # an object of another shape is there: what is wrong with it, not "none found"
+            return None, f"{words.mismatch}: {_validate_strict(other, schema)[1]}"
+        return None, f"no JSON object found in {words.within}"
     if len(canon) > 1:
         own = [k for k, only_quoted in canon.items() if not only_quoted]
         if len(own) != 1:
