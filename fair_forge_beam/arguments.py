@@ -308,8 +308,6 @@ def _shows(message: str, values, depth: int = 0, keys: bool = True) -> bool:
     """Whether ``message`` shows a text among ``values`` (its first :data:`SHOWN_PREFIX` characters; the keys and
     values of mappings (the keys only if ``keys``) and the items of sequences and sets, all the way down; bytes and
     paths as their text)."""
-    import os
-
     if depth > 20:
         return False
     for t in values:
@@ -332,7 +330,6 @@ def _shows(message: str, values, depth: int = 0, keys: bool = True) -> bool:
 
 def _plain_value(value: Any) -> Any:
     """``value`` as :func:`checks_arguments` checks it: a path-like as its text, a numpy scalar as its Python value."""
-    import os
 
     if isinstance(value, os.PathLike):
         try:

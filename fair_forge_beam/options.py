@@ -664,7 +664,7 @@ class ChoiceHintParser(argparse.ArgumentParser):
 
     def _check_value(self, action, value):
         if action.choices is not None and value not in action.choices:
-            from fair_forge_beam.quoting import choice_text, did_you_mean
+            from fair_forge_beam.quoting import did_you_mean
 
             choices = ", ".join(map(repr, action.choices))  # a value far from every choice is not shown (choice_text)
             raise argparse.ArgumentError(action, f"invalid choice: {choice_text(value, action.choices)} (choose from {choices})"
