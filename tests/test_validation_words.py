@@ -151,7 +151,8 @@ class _Strict(BaseModel):
 
 @pytest.mark.parametrize("data, words", [
     ({"name": "x"}, "score: is required but missing"),
-    ({"ｓcore": 1, "score": 1, "name": "x"}, "ｓcore: is not a field of this object"),
+    # a key is shown as data is (quoting.shown, trial39b B11): the fullwidth ｓ written as its escape, told from s
+    ({"ｓcore": 1, "score": 1, "name": "x"}, "\\uff53core: is not a field of this object"),
     ({"score": 1, "name": 3}, "name: should be text, not a number"),
     ({"score": "1", "name": "x"}, "score: should be a number, not text"),
     ({"score": 1, "name": "x", "flag": 1}, "flag: should be true or false, not a number"),
@@ -177,5 +178,5 @@ def test_a_rejected_turn_and_a_judge_verdict_say_no_pydantic_sentence():
         Batch.model_validate({"qa_id": "q", "query": "hi"})
     assert _error_text(info.value) == "assistant: is required but missing"
     obj, why = parse_verdict('{"ｓcore": 1, "insight": "ok"}', ContextJudgeOutput)
-    assert obj is None and "ｓcore: is not a field of this object" in why and "score: is required but missing" in why, why
+    assert obj is None and "\\uff53core: is not a field of this object" in why and "score: is required but missing" in why, why
     assert not PYDANTIC.search(why), why
