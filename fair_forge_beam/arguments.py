@@ -189,9 +189,10 @@ def checks_arguments(init: Callable) -> Callable:
             try:
                 return init(self, *args, **kwargs)
             except Exception:
-                # a component given as an object of another class (a duck-typed stand-in, a mapping form) that the
-                # constructor refused showing it (its repr may hold a secret) or with its repr raising: this check's line
+                # a component given as an object of another class (a duck-typed stand-in) that the constructor refused
+                # showing it (its repr may hold a secret) or with its repr raising: this check's line
                 stray = next((k for k, v in bound.items() if k in parts and k not in given and k != "self"
+                              and not isinstance(v, abc.Mapping)  # a mapping form: its own check's words
                               and not (k in defaults and v is defaults[k]) and not fits(v, parts[k])
                               and _refusal_shows(v)), None)
                 if stray is not None:

@@ -324,7 +324,7 @@ def test_configuration_errors_fail_fast():
         Bias(guardian=g, attributes=["gender", "gender"])
     with pytest.raises(ValueError, match="at least one"):
         Bias(guardian=g, attributes=[])
-    with pytest.raises(ValueError, match="Guardian"):
+    with pytest.raises(TypeError, match="Guardian"):  # a text for a component: the check's line (trial39b B5)
         Bias(guardian="llama")
     # any field name is a session metadata dimension (issue 14); a per-interaction field is not
     with pytest.raises(ValueError, match="'query' is not a session metadata field"):
