@@ -102,9 +102,11 @@ def test_generation_messages_are_the_original_executor():
     assert generation_messages("P", "ctx", "Q") == (("system", "P\n\nctx"), ("user", "Q"))
 
 
-@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "3"])
-def test_nonpositive_or_non_integer_k_is_rejected_up_front(bad, tmp_path):
-    with ScriptedOpenAIServer(scripted) as srv, pytest.raises(ValueError, match="k must be a positive integer"):
+@pytest.mark.parametrize("bad, said", [(0, "k must be a positive integer"), (-1, "k must be a positive integer"),
+                                       (True, "k must be a positive integer"), (2.5, "k must be a positive integer"),
+                                       ("3", "'k' expects a whole number, got a str")])  # a text: the check's line (trial39b B5)
+def test_nonpositive_or_non_integer_k_is_rejected_up_front(bad, said, tmp_path):
+    with ScriptedOpenAIServer(scripted) as srv, pytest.raises(ValueError, match=said):
         evaluator(srv, tmp_path, k=bad)
 
 

@@ -78,7 +78,7 @@ from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.plain import first_path_name_problem, json_kind
 from fair_forge_beam.options import option as declared_option
 from fair_forge_beam.quoting import quoted
-from fair_forge_beam.arguments import checks_arguments
+from fair_forge_beam.arguments import a_type, checks_arguments
 
 __all__ = ["ReadInteractions", "detect_format", "format_refusal", "records_to_interactions", "unmatched_patterns", "NoRecords", "distinct_inputs", "file_identity", "InputFiles", "warn_repeated_inputs", "long_id_reason",
            "utf8_reader"]
@@ -1946,7 +1946,9 @@ class ReadInteractions(beam.PTransform):
         if (file_patterns is None) == (retriever is None):
             raise ValueError("give exactly one of file_patterns or retriever")
         if retriever is not None and not (isinstance(retriever, type) and issubclass(retriever, Retriever)):
-            raise ValueError(f"retriever must be a Retriever subclass, got {quoted(retriever)}")
+            got = (f"the class {retriever.__name__}" if isinstance(retriever, type)
+                   else f"{a_type(retriever)} (pass the class itself)")  # never its repr: it may hold a secret
+            raise ValueError(f"retriever must be a Retriever subclass, got {got}")
         if file_format not in ("auto", "json", "jsonl", "parquet"):
             raise ValueError(f"file_format must be auto, json, jsonl or parquet, got {quoted(file_format)}")
         given = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns or [])

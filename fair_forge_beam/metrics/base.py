@@ -12,7 +12,7 @@ from fair_forge_beam.schemas.metric_info import MetricInfo, check_metric_name
 from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.frequentist import FrequentistMode
 from fair_forge_beam.slices import SLICE_DIMENSIONS, metadata_dimensions, slice_name_problems
-from fair_forge_beam.arguments import checks_arguments
+from fair_forge_beam.arguments import a_type, checks_arguments
 
 __all__ = ["MetricTransform", "MetricResults", "nest_session_interactions", "run_keyword_hints"]
 
@@ -131,7 +131,7 @@ class MetricTransform(beam.PTransform):
         check_metric_name(type(self).name, f"{type(self).__name__}.name:")
         type(self)._check_info_name()
         if statistical_mode is not None and not isinstance(statistical_mode, StatisticalMode):
-            raise ValueError(f"statistical_mode must be a StatisticalMode, got {quoted(statistical_mode)}")
+            raise ValueError(f"statistical_mode must be a StatisticalMode, got {a_type(statistical_mode)}")  # never its repr
         if isinstance(slices, str):  # ("region") is a string: its letters are not dimensions
             raise ValueError(f"slices must be a sequence of names, e.g. ('overall', {quoted(slices)}), got the string {quoted(slices)}")
         problems = slice_name_problems(slices)
