@@ -245,7 +245,6 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
     cache_pickle_compression()  # and compresses / decompresses the same pickled functions many times
     probe_ipython_only_when_imported()  # and imports IPython to learn that it runs outside IPython
     _workers_leave_ctrl_c_to_the_command()
-    check_job_endpoint(options)  # a dead cluster in seconds, not after --job_server_timeout (a day on ours)
     from fair_forge_beam.worker_watch import settle, watching
 
     started = time.time()
@@ -254,6 +253,9 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
         try:
             with pipeline as p:
                 yield p
+                # the graph is built: before it is submitted, a dead cluster is found in seconds, not after
+                # --job_server_timeout (a day on ours); a block that raised submits nothing and asks nothing
+                check_job_endpoint(options)
         except Exception as exc:
             death = settle(watch)
             if death is not None:

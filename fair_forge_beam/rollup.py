@@ -997,7 +997,7 @@ def recheck_runs(runs: Sequence[str], manifests: Sequence[dict]) -> None:
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     """Run the roll-up; returns its ``results.json`` content. Raises ``SystemExit(2)`` on a usage
     error, :class:`~fair_forge_beam.reports.gates.GatesFailed` (``SystemExit(3)``) when a gate fails."""
-    from fair_forge_beam.options import absolute_paths, reject_unknown_arguments
+    from fair_forge_beam.options import reject_unknown_arguments
     from fair_forge_beam.progress import QuietLogs
     from fair_forge_beam.reports.load import read_baseline, read_run_info
     from fair_forge_beam.reports.output_folder import check_no_other_run, check_output_folder
@@ -1019,11 +1019,13 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
             parser.error(f"--inconclusive-width: not read by {RUN_KIND_TEXT['no-report']}: "
                          f"{IGNORED_BY_RUN['no-report']['inconclusive_width']}; drop --inconclusive-width")
         try:
-            runs = resolve_runs(absolute_paths(args, parser).runs)  # read by workers, in their own folder
-            check_output_folder(args.output, reads=runs)  # never one of the runs, inside one or around one
+            shown = resolve_runs(args.runs)  # as given: every message and run_info.json name the runs so
+            # and as workers read them, in their own folder (trial39 T2): each local run made absolute
+            args.runs_shown, runs = shown, [r if "://" in r else os.path.abspath(r) for r in shown]
+            check_output_folder(args.output, reads=shown)  # never one of the runs, inside one or around one
             check_no_other_run(args.output, "audit", shown="rollup")  # the audit's layout: never over generate's run
-            manifests = load_manifests(runs)
-            members = check_no_overlap(runs, manifests)
+            manifests = load_manifests(shown)
+            members = check_no_overlap(shown, manifests)
             baseline = read_baseline(args.baseline)
             # its settings, told apart from the roll-up's before a gate reads it (trial34 T1)
             baseline_info = read_run_info(args.baseline) if baseline is not None else None
@@ -1198,7 +1200,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                 # the settings its runs were made with (all the same but for RUN_ONLY_OPTIONS: the first
                 # run's), so that a comparison or a trend reads them, not the roll-up's own --from
                 "argv": list(args.argv), "options": _run_options(runs[0], options, OPTIONS),
-                "beam_args": list(beam_args), "rollup": {"runs": runs, "not_rebuilt": {
+                "beam_args": list(beam_args), "rollup": {"runs": list(getattr(args, "runs_shown", runs)), "not_rebuilt": {
                     **not_rebuilt,
                     "data_quality/": "per-record warnings stay in each run's data_quality/ (their counts are in results.json)",
                 }, "copied": ["results.parquet/", "dead_letter/"]}}

@@ -80,16 +80,22 @@ def test_the_audit_builds_its_metrics_with_absolute_paths(tmp_path, monkeypatch)
 
 
 def test_rollup_resolves_from_absolute(tmp_path, monkeypatch):
+    """The runs a roll-up's workers read are absolute (trial39 T2); its messages and run_info.json name them as
+    given (``rollup.runs``: ``audits/2026-12-01``)."""
     from fair_forge_beam import rollup
 
     monkeypatch.chdir(tmp_path)
-    seen = []
+    seen = {}
 
-    def resolve_runs(patterns):
-        seen.extend(patterns)
+    def fake_rollup(args, beam_args, runs, *rest):
+        seen["runs"], seen["shown"] = list(runs), list(args.runs_shown)
         raise _Stop()
 
-    monkeypatch.setattr(rollup, "resolve_runs", resolve_runs)
+    monkeypatch.setattr(rollup, "resolve_runs", lambda patterns: ["audits/2026-12-01", "gs://b/audits/2026-12-02"])
+    monkeypatch.setattr(rollup, "load_manifests", lambda runs: [{}, {}])
+    monkeypatch.setattr(rollup, "check_no_overlap", lambda runs, manifests: [])
+    monkeypatch.setattr(rollup, "_rollup", fake_rollup)
     with pytest.raises(_Stop):
         rollup.run(["--from", "audits/2026-12-0[1-3]", "--output", "week"])
-    assert seen == [str(tmp_path / "audits/2026-12-0[1-3]")]
+    assert seen["runs"] == [str(tmp_path / "audits/2026-12-01"), "gs://b/audits/2026-12-02"]
+    assert seen["shown"] == ["audits/2026-12-01", "gs://b/audits/2026-12-02"]

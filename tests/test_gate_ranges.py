@@ -74,7 +74,8 @@ _FIELDS = [(m, f, e) for m in METRICS if metric_info(m) is not None for f, e in 
        below=st.booleans(), op=st.sampled_from(["<=", "<", ">=", ">"]))
 def test_every_gateable_field_is_checked_against_its_declared_range(which, inside, outside, below, op):
     """Whatever metric and field: a threshold inside the declared range passes the check, one
-    outside is refused — the range read from the metric's own info."""
+    outside is refused — the range read from the metric's own info; at an edge, a strict comparison
+    no value can pass (``< lo``, ``> hi``) is refused too (trial39 T13 c)."""
     metric, field, e = _FIELDS[which]
     lo, hi = e.value_range
     key = f" for every {e.key_name}" if e.key_name else ""
@@ -82,7 +83,11 @@ def test_every_gateable_field_is_checked_against_its_declared_range(which, insid
     def gate(x):
         return parse_gate(f"{metric} {field} mean {op} {x!r}{key}")
 
-    validate_gates([gate(lo + inside * (hi - lo))], [metric], True)
+    at = lo + inside * (hi - lo)
+    if (at == lo and op == "<") or (at == hi and op == ">"):
+        assert "the gate could never pass" in _problem(gate(at), metrics=[metric])
+    else:
+        validate_gates([gate(at)], [metric], True)
     bad = (lo - outside) if below else (hi + outside)
     assert math.isfinite(bad)
     assert "outside the range" in _problem(gate(bad), metrics=[metric])

@@ -44,7 +44,7 @@ def test_a_pipeline_run_raises_the_launchers_threshold():
 
 @pytest.mark.parametrize("make", [
     lambda: __import__("fair_forge_beam.engine", fromlist=["_ScoreAndRoute"])._ScoreAndRoute(
-        SimpleNamespace(name="m", scorer=lambda x: None), 0),
+        SimpleNamespace(name="m", scorer=lambda x: None, batch_size=None), 0),
     lambda: __import__("fair_forge_beam.engine", fromlist=["_ReduceSessions"])._ReduceSessions(
         SimpleNamespace(specs=[])),
     lambda: __import__("fair_forge_beam.rollup", fromlist=["_ReadStoredRows"])._ReadStoredRows([], None),

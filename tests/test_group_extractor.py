@@ -178,7 +178,7 @@ def test_keyword_validation_and_types():
         KeywordGroupExtractor({"a": ["x"], "b": []})
     with pytest.raises(ValueError, match="word character"):
         KeywordGroupExtractor({"a": ["x", "--"]})
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="'group_keywords' expects a mapping"):  # the constructors' check (fix39a)
         KeywordGroupExtractor(["not", "a", "mapping"])
     ex = KeywordGroupExtractor(KW)
     with pytest.raises(TypeError):
