@@ -217,12 +217,12 @@ def _width_flag(metric: str, path: str, est: dict, record: dict, width: float, c
             w = 2 * z * math.sqrt(p * (1 - p) / mt)
             method = "Wald width at p̃=(k+1)/(n+2)"
         else:  # Bayesian: its own posterior's central credible interval, at the run's level and prior
-            from scipy.stats import beta as beta_dist
+            from fair_forge_beam.options import CI_LEVEL
+            from fair_forge_beam.statistical.bayesian import beta_posterior_interval
 
             a, b = prior
-            tail = (1 - (ci_level or 0.95)) / 2
-            lo, hi = beta_dist.ppf([tail, 1 - tail], a + k, b + m - k)
-            w, p = float(hi - lo), (a + k) / (a + b + m)
+            p, lo, hi = beta_posterior_interval(k, m, a, b, CI_LEVEL if ci_level is None else ci_level)
+            w = hi - lo
             method = f"credible width of its posterior Beta({a + k:g}, {b + m - k:g})"
         if w <= width:
             return None

@@ -30,7 +30,24 @@ from fair_forge_beam.statistical.base import (
 from fair_forge_beam.statistical.seeding import estimator_rng
 from fair_forge_beam.arguments import checks_arguments
 
-__all__ = ["BayesianMode"]
+__all__ = ["BayesianMode", "beta_posterior_interval"]
+
+
+def beta_posterior_interval(successes: int, trials: int, a: float, b: float, ci_level: float) -> tuple:
+    """``(mean, ci_low, ci_high)`` of the Beta(a + k, b + n − k) posterior of a rate (spec §4.3, §19): its
+    exact mean and equal-tailed ``ci_level`` quantiles (``scipy.stats.beta.ppf``), all in [0, 1]. The
+    interval :meth:`BayesianMode.rate_estimation` reports, without its draws (the report's inconclusive
+    rule judges a rate by this width). Example: k=2, n=10, Beta(1, 1), 0.95 -> (0.25, 0.0602, 0.5178).
+
+    Raises:
+        ValueError: negative counts or ``successes > trials`` (case-004)."""
+    k, n = check_counts(successes, trials)
+    from scipy import stats  # imported on first use (a frequentist run never loads it)
+
+    post_a, post_b = a + k, b + (n - k)
+    tail = (1.0 - ci_level) / 2.0
+    lo, hi = stats.beta(post_a, post_b).ppf([tail, 1.0 - tail])
+    return float(post_a / (post_a + post_b)), float(lo), float(hi)
 
 
 class BayesianMode(StatisticalMode):
@@ -106,15 +123,10 @@ class BayesianMode(StatisticalMode):
         Raises:
             ValueError: negative counts or ``successes > trials`` (case-004).
         """
+        mean, lo, hi = beta_posterior_interval(successes, trials, self.beta_prior_a, self.beta_prior_b, self.ci_level)
         k, n = check_counts(successes, trials)
-        a = self.beta_prior_a + k
-        b = self.beta_prior_b + (n - k)
-        from scipy import stats  # imported on first use (a frequentist run never loads it)
-
-        dist = stats.beta(a, b)
-        lo, hi = dist.ppf([self._alpha, 1.0 - self._alpha])
-        samples = self.rng.beta(a, b, size=self.mc_samples)
-        return {"mean": float(a / (a + b)), "ci_low": float(lo), "ci_high": float(hi), "samples": samples}
+        samples = self.rng.beta(self.beta_prior_a + k, self.beta_prior_b + (n - k), size=self.mc_samples)
+        return {"mean": mean, "ci_low": lo, "ci_high": hi, "samples": samples}
 
     def distribution_divergence(
         self,
