@@ -81,7 +81,8 @@ def main(argv=None) -> int:
     ref = (tmp / "ref" / "results.json").read_bytes()
     rows = []
     for mode in a.modes:
-        cluster = FlinkCluster(task_managers=2, workdir=tmp / f"flink-{mode}", share_classpath=(mode == "shared"))
+        cluster = FlinkCluster(task_managers=2, workdir=tmp / f"flink-{mode}", share_classpath=(mode == "shared"),
+                               ends_with_owner=True)
         t0 = time.monotonic()
         cluster.start()
         start_s = time.monotonic() - t0

@@ -372,7 +372,7 @@ def start_cluster(workdir: Path, env: Optional[dict] = None, **kw):
     SDK workers inherit them, e.g. ``PYTHONPATH``)."""
     from fair_forge_beam.testing.flink_cluster import FlinkCluster
 
-    cluster = FlinkCluster(task_managers=2, workdir=workdir, **kw)
+    cluster = FlinkCluster(task_managers=2, workdir=workdir, ends_with_owner=True, **kw)
     t0 = time.monotonic()
     with mock.patch.dict(os.environ, env or {}):  # the JVMs inherit it, then it is restored
         cluster.start()

@@ -196,7 +196,8 @@ def latency(stack, batch: int, windows: int, tmp: Path) -> dict:
 
 def probe_watermark(stack, wait_s: float, tmp: Path) -> dict:
     """A streaming job through an expansion service without ``use_deprecated_read``."""
-    exp = kf.ExpansionService(tmp / "expansion-sdf", options=("--defaultEnvironmentType=EMBEDDED",)).start()
+    exp = kf.ExpansionService(tmp / "expansion-sdf", options=("--defaultEnvironmentType=EMBEDDED",),
+                              ends_with_owner=True).start()
     topic = "probe-sdf"
     stack.broker.create_topic(topic, partitions=2)
     out = tmp / "probe-sdf"
@@ -223,7 +224,7 @@ def probe_metaspace(stack, jobs: int, tmp: Path) -> dict:
     """Up to ``jobs`` bounded Kafka jobs on a cluster with Flink's default 256 MB metaspace and
     per-job class loaders (``share_classpath=False``: the condition the claim was made under;
     with the shared classpath no job loads the jars again)."""
-    cluster = kf.KafkaFlinkCluster(task_managers=2, workdir=tmp / "flink-256", metaspace_mb=256,
+    cluster = kf.KafkaFlinkCluster(task_managers=2, workdir=tmp / "flink-256", metaspace_mb=256, ends_with_owner=True,
                                    share_classpath=False).start()
     topic = "probe-meta"
     stack.broker.create_topic(topic, partitions=2)
@@ -270,8 +271,9 @@ def main(argv=None) -> int:
             return 2
     tmp = Path(tempfile.mkdtemp(prefix="ffb-bench-kafka-"))
     t = time.monotonic()
-    parts = [kf.KafkaBroker(tmp / "broker"), kf.ExpansionService(tmp / "expansion"),
-             kf.KafkaFlinkCluster(task_managers=2, workdir=tmp / "flink")]
+    parts = [kf.KafkaBroker(tmp / "broker", ends_with_owner=True),
+             kf.ExpansionService(tmp / "expansion", ends_with_owner=True),
+             kf.KafkaFlinkCluster(task_managers=2, workdir=tmp / "flink", ends_with_owner=True)]
     started = []
     load = os.getloadavg()
     try:

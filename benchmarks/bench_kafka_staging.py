@@ -88,10 +88,10 @@ def main(argv=None) -> int:
         print("; ".join(reasons), file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="bench-kafka-staging-"))
-    broker = kf.KafkaBroker(tmp / "broker")
-    services = {"classpath": kf.ExpansionService(tmp / "exp-classpath", stage_classpath=True),
-                "own-jar": kf.ExpansionService(tmp / "exp-own-jar")}
-    cluster = kf.KafkaFlinkCluster(task_managers=2, workdir=tmp / "flink")
+    broker = kf.KafkaBroker(tmp / "broker", ends_with_owner=True)
+    services = {"classpath": kf.ExpansionService(tmp / "exp-classpath", stage_classpath=True, ends_with_owner=True),
+                "own-jar": kf.ExpansionService(tmp / "exp-own-jar", ends_with_owner=True)}
+    cluster = kf.KafkaFlinkCluster(task_managers=2, workdir=tmp / "flink", ends_with_owner=True)
     started = [broker, *services.values(), cluster]
     rows, first = [], None
     try:

@@ -116,7 +116,7 @@ def main(argv=None) -> int:
                     from fair_forge_beam.testing.flink_cluster import FlinkCluster
 
                     t0 = time.perf_counter()
-                    flink = stack.enter_context(FlinkCluster(task_managers=2, workdir=Path(tmp) / "flink"))
+                    flink = stack.enter_context(FlinkCluster(task_managers=2, workdir=Path(tmp) / "flink", ends_with_owner=True))
                     print(f"{'':>8} (Flink cluster: JobManager + 2 TaskManagers + job server up in "
                           f"{time.perf_counter() - t0:.1f} s, not timed)", flush=True)
                 runs = [run_once(runner, data, Path(tmp) / f"out-{n}-{runner}-{i}", args.mc_samples, flink)

@@ -336,7 +336,7 @@ def flink_cluster(tmp_path_factory):
             workdir = tmp_path_factory.mktemp("flink-cluster")
             kind = kf.KafkaFlinkCluster if kf.missing_reason() is None else FlinkCluster
             # jobs of parallelism 2, and a third TaskManager for the Kafka panes job (parallelism 1) beside them
-            cluster = kind(task_managers=3, parallelism=2, workdir=workdir)
+            cluster = kind(task_managers=3, parallelism=2, workdir=workdir, ends_with_owner=True)
             holder["cluster"], holder["starting"] = cluster, pool.submit(cluster.start)
 
     def get() -> FlinkCluster:

@@ -95,7 +95,8 @@ def stack(tmp_path_factory, flink_cluster):
 
     _require()
     root = tmp_path_factory.mktemp("kafka-flink")
-    parts = [kf.KafkaBroker(root / "broker"), kf.ExpansionService(root / "expansion")]
+    parts = [kf.KafkaBroker(root / "broker", ends_with_owner=True),
+             kf.ExpansionService(root / "expansion", ends_with_owner=True)]
     with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="kafka-stack") as pool:
         starting = [pool.submit(part.start) for part in parts]
     errors = [e for e in (f.exception() for f in starting) if e is not None]
@@ -556,7 +557,7 @@ def test_a_broker_whose_cluster_id_starts_with_a_dash_starts(tmp_path):
     workdir = next(p for p in (tmp_path / f"k{i}" for i in range(10_000))
                    if base64.urlsafe_b64encode(hashlib.blake2b(str(p).encode(), digest_size=16).digest()).startswith(b"-"))
     workdir.mkdir()
-    broker = kf.KafkaBroker(workdir=workdir)
+    broker = kf.KafkaBroker(workdir=workdir, ends_with_owner=True)
     try:
         broker.start()
         assert broker.port

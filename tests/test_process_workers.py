@@ -393,7 +393,7 @@ def where(_):
     return sys.prefix + "|" + ffb_venv_marker.PREFIX
 
 
-with FlinkCluster(task_managers=1, workdir=work) as cluster:
+with FlinkCluster(task_managers=1, workdir=work, ends_with_owner=True) as cluster:
     with beam.Pipeline(options=pipeline_options(cluster.runner_args())) as p:
         p | beam.Create([0, 1]) | beam.Map(where) | beam.io.WriteToText(str(out / "where"), num_shards=1)
     res["workers"] = sorted(set((out / "where-00000-of-00001").read_text().split()))

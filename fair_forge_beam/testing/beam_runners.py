@@ -40,12 +40,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Optional
+
+from fair_forge_beam.testing.reaper import OwnedGroups
 
 __all__ = [
     "RUNNERS", "FNAPI", "cache_dir", "beam_version", "prism_binary", "flink_artifacts", "FLINK_VERSION",
@@ -150,7 +153,7 @@ def runner_args(name: str, worker_pool: Optional[str] = None, flink_cluster=None
     return flink_cluster.runner_args()
 
 
-class WorkerPool:
+class WorkerPool(OwnedGroups):
     """Beam's Python worker pool (``apache_beam.runners.worker.worker_pool_main``) on
     127.0.0.1, as a context manager whose value is its ``host:port``.
 
@@ -161,8 +164,12 @@ class WorkerPool:
     included) importing the installed package, whatever ``python`` the user's ``PATH`` holds.
     Their stderr and the pool's are kept in a temporary folder (:meth:`stderr_report`), removed on
     exit. Raises ``RuntimeError`` (with the pool's stderr) when the pool does not listen within
-    ``timeout`` seconds. The pool process is ended on exit.
+    ``timeout`` seconds. The pool runs in a process group of its own with the workers it starts;
+    the group is ended on exit, and with the process that entered the pool should that process end
+    first (:class:`~fair_forge_beam.testing.reaper.Reaper`: a killed test run).
     """
+
+    ends_with_owner = True
 
     def __init__(self, timeout: float = 60.0, python: Optional[str] = None):
         self.timeout = timeout
@@ -192,8 +199,9 @@ class WorkerPool:
         with open(self.folder / STDERR_DIR / f"pool-{int(self.started)}-{os.getpid()}.stderr", "ab") as err:
             self.proc = subprocess.Popen(
                 [self.python, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"],
-                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
             )
+        self._guard(self.proc.pid)
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -210,13 +218,18 @@ class WorkerPool:
         raise RuntimeError(f"worker pool did not listen on port {port} within {self.timeout} s\n{report}")
 
     def __exit__(self, *exc) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):  # the pool and the workers it started
+                try:
+                    os.killpg(self.proc.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    self.proc.wait(timeout=10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            self._release([self.proc.pid])
         self.proc = None
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)

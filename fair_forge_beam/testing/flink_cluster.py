@@ -90,6 +90,7 @@ from typing import Optional
 
 from fair_forge_beam.options import NO_CLUSTER_ENDPOINT
 from fair_forge_beam.process_workers import BOOT_SCRIPT, STDERR_DIR, pid_alive, write_worker_command
+from fair_forge_beam.testing.reaper import OwnedGroups
 
 __all__ = ["FlinkCluster", "free_port", "main"]
 
@@ -119,7 +120,7 @@ def _set(doc: dict, dotted: str, value) -> None:
     doc[leaf] = value
 
 
-class FlinkCluster:
+class FlinkCluster(OwnedGroups):
     """JobManager + ``task_managers`` TaskManagers + Beam's Flink job server, as a context manager.
 
     ``workdir``: folder for configuration, logs and scratch (a new temporary folder when ``None``;
@@ -147,6 +148,9 @@ class FlinkCluster:
     TaskManager share its parent-first classes (``share_classpath``), among them Beam's
     per-process worker bookkeeping, and two streaming jobs side by side in two 2-slot
     TaskManagers wrote no pane at all.
+    ``ends_with_owner``: end the cluster's processes when the process that started it ends before
+    :meth:`stop` (killed: no teardown ran), through a :class:`~fair_forge_beam.testing.reaper.Reaper`;
+    ``False`` (the default) for a cluster that outlives its command (``flink_cluster start``).
     ``python``: the interpreter the SDK workers run (default ``sys.executable``, the launching
     interpreter, by the path it was started with; see :mod:`fair_forge_beam.process_workers`).
     ``stage_jars``: whether jobs carry the job server's jars (default: ``not share_classpath``;
@@ -159,7 +163,8 @@ class FlinkCluster:
                  tm_memory: str = "3100m", jm_memory: str = "1024m", tm_managed: str = "460m",
                  tm_off_heap: str = "512m",
                  tm_network: str = "320m", share_classpath: bool = True, parallelism: Optional[int] = None,
-                 python: Optional[str] = None, stage_jars: Optional[bool] = None):
+                 python: Optional[str] = None, stage_jars: Optional[bool] = None, ends_with_owner: bool = False):
+        self.ends_with_owner = bool(ends_with_owner)
         self.stage_jars = (not share_classpath) if stage_jars is None else bool(stage_jars)
         if not self.stage_jars and not share_classpath:
             raise ValueError("stage_jars=False needs share_classpath=True (the tasks load Beam's classes from the "
@@ -318,6 +323,7 @@ class FlinkCluster:
             log.close()
         self.procs.append(proc)
         self.pids.append(proc.pid)
+        self._guard(proc.pid)
 
     def _check_alive(self) -> None:
         for p in self.procs:
@@ -472,6 +478,7 @@ class FlinkCluster:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+        self._release(self.pids)
         self.procs, self.pids = [], []
         if self.workdir is not None and (self.workdir / _STATE).exists():
             (self.workdir / _STATE).unlink()

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Optional
 
 from fair_forge_beam.testing.flink_cluster import FlinkCluster, free_port
+from fair_forge_beam.testing.reaper import OwnedGroups
 
 __all__ = [
     "kafka_artifacts", "missing_reason", "unavailable_reason", "KafkaBroker", "ExpansionService",
@@ -100,11 +101,13 @@ def _listens(port: int) -> bool:
         return False
 
 
-class _JavaProcesses:
+class _JavaProcesses(OwnedGroups):
     """Processes started in their own sessions, logs in ``workdir/log``; ``stop`` ends each
-    process group (SIGTERM, then SIGKILL after ``timeout``)."""
+    process group (SIGTERM, then SIGKILL after ``timeout``). ``ends_with_owner``: as
+    :class:`~fair_forge_beam.testing.flink_cluster.FlinkCluster`'s."""
 
-    def __init__(self, workdir: Optional[os.PathLike], timeout: float, prefix: str):
+    def __init__(self, workdir: Optional[os.PathLike], timeout: float, prefix: str, ends_with_owner: bool = False):
+        self.ends_with_owner = bool(ends_with_owner)
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=prefix))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
@@ -120,6 +123,7 @@ class _JavaProcesses:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=self.workdir, start_new_session=True)
         self.procs.append(proc)
+        self._guard(proc.pid)
         return proc
 
     def _wait(self, ready, what: str) -> None:
@@ -160,6 +164,7 @@ class _JavaProcesses:
                 except (ProcessLookupError, PermissionError):
                     pass
                 p.wait(timeout=10)
+        self._release([p.pid for p in self.procs])
         self.procs = []
 
     def __enter__(self):
@@ -181,8 +186,8 @@ class KafkaBroker(_JavaProcesses):
     """
 
     def __init__(self, workdir: Optional[os.PathLike] = None, timeout: float = 120.0, partitions: int = 2,
-                 heap: str = "512m"):
-        super().__init__(workdir, timeout, "ffb-kafka-")
+                 heap: str = "512m", ends_with_owner: bool = False):
+        super().__init__(workdir, timeout, "ffb-kafka-", ends_with_owner)
         self.partitions, self.heap = int(partitions), heap
         self.port = self.controller_port = 0
 
@@ -298,8 +303,8 @@ class ExpansionService(_JavaProcesses):
     DEFAULT_OPTIONS = ("--defaultEnvironmentType=EMBEDDED", "--experiments=use_deprecated_read")
 
     def __init__(self, workdir: Optional[os.PathLike] = None, timeout: float = 120.0, options=DEFAULT_OPTIONS,
-                 heap: str = "512m", stage_classpath: bool = False):
-        super().__init__(workdir, timeout, "ffb-expansion-")
+                 heap: str = "512m", stage_classpath: bool = False, ends_with_owner: bool = False):
+        super().__init__(workdir, timeout, "ffb-expansion-", ends_with_owner)
         self.options, self.heap = list(options), heap
         self.stage_classpath = bool(stage_classpath)
         self.port = 0
