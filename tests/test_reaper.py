@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, alive
+from helpers import REPO
 
 #: a process group: a leader that starts a child in its group, both sleeping
 _GROUP = ("import subprocess, sys, time\n"
@@ -91,16 +91,42 @@ def _kill_groups(pgids) -> None:
             pass
 
 
-def test_groups_end_with_a_killed_owner(tmp_path):
-    owner, pgids = _start_owner(tmp_path, "groups")
+def _left_after_killing_the_owner(tmp_path, what: str, started: int, wait: float) -> list[int]:
+    """Starts an owner of ``what``, checks it started ``started`` processes (0: any), kills it
+    with SIGKILL and returns the processes of its groups still alive ``wait`` seconds later (or
+    as soon as none is). Whatever is left is killed afterwards."""
+    owner, pgids = _start_owner(tmp_path, what)
     try:
-        assert len(_members(pgids)) == 4  # two leaders, each with its child
+        members = _members(pgids)
+        assert len(members) == started if started else members, members
         owner.kill()
         owner.wait(timeout=10)
-        assert _gone_within(pgids, 20) == []
+        return _gone_within(pgids, wait)
     finally:
         owner.kill()
         _kill_groups(pgids)
+
+
+def test_groups_end_with_a_killed_owner(tmp_path):
+    assert _left_after_killing_the_owner(tmp_path, "groups", 4, 20) == []  # two leaders, each with its child
+
+
+def test_without_ends_with_owner_a_cluster_outlives_its_command(tmp_path):
+    """The default: ``flink_cluster start`` leaves a cluster for later jobs."""
+    assert len(_left_after_killing_the_owner(tmp_path, "outlives", 4, 1.5)) == 4
+
+
+def test_the_worker_pool_and_its_workers_end_with_a_killed_owner(tmp_path):
+    assert _left_after_killing_the_owner(tmp_path, "pool", 0, 20) == []
+
+
+@pytest.mark.slow
+def test_a_flink_cluster_ends_with_a_killed_owner(tmp_path):
+    """The JobManager, TaskManager and job server JVMs (SIGTERM, then SIGKILL after 10 s)."""
+    from test_runners_integration import _require
+
+    _require("flink")
+    assert _left_after_killing_the_owner(tmp_path, "flink", 0, 40) == []
 
 
 def test_a_group_the_owner_stopped_itself_is_never_signalled_again(tmp_path):
@@ -114,44 +140,3 @@ def test_a_group_the_owner_stopped_itself_is_never_signalled_again(tmp_path):
     finally:
         owner.kill()
         owner.wait(timeout=10)
-
-
-def test_without_ends_with_owner_a_cluster_outlives_its_command(tmp_path):
-    """The default: ``flink_cluster start`` leaves a cluster for later jobs."""
-    owner, pgids = _start_owner(tmp_path, "outlives")
-    try:
-        owner.kill()
-        owner.wait(timeout=10)
-        time.sleep(1.0)
-        assert len(_members(pgids)) == 4
-    finally:
-        _kill_groups(pgids)
-
-
-def test_the_worker_pool_and_its_workers_end_with_a_killed_owner(tmp_path):
-    owner, pgids = _start_owner(tmp_path, "pool")
-    try:
-        assert _members(pgids)
-        owner.kill()
-        owner.wait(timeout=10)
-        assert _gone_within(pgids, 20) == []
-    finally:
-        owner.kill()
-        _kill_groups(pgids)
-
-
-@pytest.mark.slow
-def test_a_flink_cluster_ends_with_a_killed_owner(tmp_path):
-    """The JobManager, TaskManager and job server JVMs (SIGTERM, then SIGKILL after 10 s)."""
-    from test_runners_integration import _require
-
-    _require("flink")
-    owner, pgids = _start_owner(tmp_path, "flink")
-    try:
-        assert len(pgids) == 3 and all(alive(p) for p in pgids)
-        owner.kill()
-        owner.wait(timeout=10)
-        assert _gone_within(pgids, 40) == []
-    finally:
-        owner.kill()
-        _kill_groups(pgids)
