@@ -134,7 +134,7 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
     from apache_beam.runners.portability import local_job_service
 
     from fair_forge_beam.sdk_worker import QUIET_WORKERS
-    from fair_forge_beam.worker_watch import worker_ended, worker_started
+    from fair_forge_beam.worker_watch import worker_ended, worker_started, worker_told_to_stop
 
     if getattr(local_job_service.subprocess, "ctrl_c_left_to_the_command", False):
         return
@@ -152,6 +152,7 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
                 if (kwargs.get("env") or os.environ).get(QUIET_WORKERS):  # the command's --quiet (trial39 T13)
                     args = ([sys.executable, "-m", "fair_forge_beam.sdk_worker", _WORKER_MODULE],) + tuple(args[1:])
             self.through_shell = bool(kwargs.get("shell"))
+            self.worker_id = (kwargs.get("env") or {}).get("WORKER_ID")  # what Beam names it when it tells it to stop
             super().__init__(*args, **kwargs)
             worker_started(self)  # a worker that dies ends the run (fair_forge_beam.worker_watch)
 
@@ -164,6 +165,18 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
     shim.__dict__.update({k: v for k, v in vars(subprocess).items() if not k.startswith("__")})
     shim.Popen, shim.ctrl_c_left_to_the_command = Popen, True
     local_job_service.subprocess = shim
+
+    from apache_beam.runners.portability.fn_api_runner.worker_handlers import SubprocessSdkWorkerHandler
+
+    close = SubprocessSdkWorkerHandler.close
+
+    def told_to_stop_first(self):
+        # Beam ends a worker by closing its handler (the job's end, or its failure): from then on its exit
+        # with code 0 is asked for; before, it is a failure (trial39b B7: os._exit(0) in a step waited for ever)
+        worker_told_to_stop(self.worker_id)
+        close(self)
+
+    SubprocessSdkWorkerHandler.close = told_to_stop_first
 
 
 #: the module Beam's multi-process SDK workers run, and the shell command Beam runs it by (fn_runner.py)

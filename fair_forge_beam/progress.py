@@ -36,6 +36,14 @@ it. Once every metric has taken every interaction read and no judge call is pend
 before 70 % of the run), and while no count moves a line still comes every :data:`HEARTBEAT`
 seconds. It is not a promise: reading may not be finished (the total is not known before the
 inputs are read).
+
+A run whose SDK workers are processes of the launcher's own (``--direct_running_mode
+multi_processing``) counts in them, and its ``run()`` returns only at the end: no count is seen
+while it runs. Every :data:`HEARTBEAT` seconds the reporter then writes one line naming each worker
+with its state and the CPU seconds it used since the line before (``SDK worker 1 of 2 (pid 4242)
+sleeping, 0.0 CPU s in the last 30 s``, :func:`fair_forge_beam.worker_watch.worker_states`): a worker
+that hangs (sleeping, no CPU), is stopped or spins is told from one that works; nothing is ended.
+Any line of a run with such workers ends with them.
 """
 from __future__ import annotations
 
@@ -237,6 +245,8 @@ class ProgressReporter:
         self._last_at = float("-inf")
         self.lines = 0
         self.started = clock()
+        self._cpu: dict = {}  # CPU seconds of each SDK worker process at the last line
+        self._cpu_at = self.started
 
     def watch(self, result) -> None:
         self._result = result
@@ -256,15 +266,39 @@ class ProgressReporter:
         said the time left: fresh14 read "time left unknown" last)."""
         counts = self.counts()
         now = self.clock()
-        if not counts or (counts == self._last and not final and now - self._last_at < HEARTBEAT):
+        from fair_forge_beam.worker_watch import worker_states
+
+        workers = [] if final else worker_states()
+        if not counts:  # the counts are in the workers' processes (multi_processing): a line of their states
+            if not workers or now - max(self._last_at, self.started) < HEARTBEAT:
+                return None
+        elif counts == self._last and not final and now - self._last_at < HEARTBEAT:
             return None
         self._last, self._last_at = counts, now
-        line = format_progress(counts, now - self.started, eta_seconds(counts, _first_seen(), now), final=final)
+        if counts:
+            line = format_progress(counts, now - self.started, eta_seconds(counts, _first_seen(), now), final=final)
+        else:
+            line = f"progress: {_duration(now - self.started)} elapsed; the counts are in the SDK worker processes"
+        if workers:
+            line += "; " + self._workers(workers, now)
         stream = self.stream if self.stream is not None else sys.stderr
         stream.write(line + "\n")
         stream.flush()
         self.lines += 1
         return line
+
+    def _workers(self, workers: list, now: float) -> str:
+        """``workers`` (:func:`~fair_forge_beam.worker_watch.worker_states`) in words, each with the CPU
+        seconds it used since the last line (or since it started)."""
+        parts, cpu = [], {}
+        for name, state, seconds in workers:
+            cpu[name] = seconds
+            before = self._cpu.get(name)
+            used = (f"{seconds - before:.1f} CPU s in the last {_duration(now - self._cpu_at)}" if before is not None
+                    else f"{seconds:.1f} CPU s so far")
+            parts.append(f"{name} {state}, {used}")
+        self._cpu, self._cpu_at = cpu, now
+        return "; ".join(parts)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):

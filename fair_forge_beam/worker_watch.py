@@ -19,14 +19,25 @@ of its output removed, the output folder as it was, one line on the console
 (:class:`fair_forge_beam.beam_pipeline.WorkerProcessError`). Beam's own thread tracebacks and log
 records of the same death are not printed.
 
+A worker that ends with code 0 is a death too unless Beam told it to stop: Beam ends a worker by
+closing its handler (the job's end or its failure), which :func:`worker_told_to_stop` hears
+(trial39b B7: ``os._exit(0)`` in a step waited for ever). A worker that is stopped (``SIGSTOP``, state
+``T`` in ``/proc/PID/stat``) is named in one warning, with how to resume it, and its resumption in one
+more; the run waits for it (a user may have stopped it on purpose). A thread of the watch looks at
+the workers' states every :data:`CHECK_EVERY` seconds (two small ``/proc`` reads a look), from the first
+worker's start to the run's end. :func:`worker_states` tells the progress reporter how each worker is
+(a run whose counts are in the workers, where nothing else shows that the run lives).
+
 Limits: a job waited for in another thread than the main one cannot be woken so (Python runs signal
 handlers in the main thread only): it fails, naming the death, only when Beam itself raises. A worker
-that ends with code 0 before the job's end is not told from one told to stop. Workers started by
-another process (a Flink TaskManager, Prism, a worker pool) are that runner's to watch.
+that hangs alive (a step that sleeps, a call that never returns) is not a failure: only its state and
+CPU time say it (:func:`worker_states`). Workers started by another process (a Flink TaskManager,
+Prism, a worker pool) are that runner's to watch.
 """
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -35,7 +46,13 @@ from typing import Iterator, Optional
 
 from fair_forge_beam.process_workers import pid_alive
 
-__all__ = ["watching", "settle", "worker_started", "worker_ended", "WorkerDied", "exit_words"]
+__all__ = ["watching", "settle", "worker_started", "worker_ended", "worker_told_to_stop", "worker_states",
+           "WorkerDied", "exit_words", "CHECK_EVERY"]
+
+log = logging.getLogger(__name__)
+
+#: seconds between two looks at the workers' states (a stopped worker is named within about this long)
+CHECK_EVERY = 2.0
 
 #: Beam's words when a worker started by ``SubprocessSdkWorker`` ends with a non-zero code
 _BEAMS_WORDS = "Worker subprocess exited with return code"
@@ -72,12 +89,34 @@ class _Watch:
         self.raised = False
         self.main = main  # the job is waited for in the main thread: it can be woken by a signal
         self.thread = threading.main_thread().ident
+        self.told_to_stop: set = set()  # worker ids whose handler Beam closed: their exit with code 0 is asked for
+        self.stopped: set = set()  # pids of the workers said to be stopped (state T), until they resume
+        self.done = threading.Event()  # the run's block ended: the state checks end
+        self.checks: Optional[threading.Thread] = None
 
-    def words(self, proc, code: int) -> str:
+    def name(self, proc) -> str:
         with self.lock:
             n, i = len(self.workers), next((k for k, w in enumerate(self.workers) if w is proc), 0)
         shell = getattr(proc, "through_shell", True)
-        return f"SDK worker {i + 1} of {n} ({'its shell, ' if shell else ''}pid {proc.pid}) {exit_words(code, shell)}"
+        return f"SDK worker {i + 1} of {n} ({'its shell, ' if shell else ''}pid {proc.pid})"
+
+    def words(self, proc, code: int) -> str:
+        shell = getattr(proc, "through_shell", True)
+        return f"{self.name(proc)} {exit_words(code, shell)}{'' if code else ' before the job ended'}"
+
+    def asked_to_end(self, proc) -> bool:
+        """Whether Beam told ``proc`` to stop (its exit with code 0 is then the end it asked for); a
+        worker whose id is not known cannot be told from one told to stop."""
+        worker_id = getattr(proc, "worker_id", None)
+        with self.lock:
+            return worker_id is None or worker_id in self.told_to_stop
+
+    def unexpected_end(self, proc) -> bool:
+        """Whether ``proc`` ended, or is ending, as no worker of a running job should."""
+        code = proc.returncode
+        if code is None:
+            return not pid_alive(proc.pid)
+        return bool(code) or not self.asked_to_end(proc)
 
 
 _ACTIVE: list = []  # the watches of the runs in progress (one, normally)
@@ -91,16 +130,35 @@ def worker_started(proc) -> None:
     for w in watches:
         with w.lock:
             w.workers.append(proc)
+            start = w.checks is None
+            if start:
+                w.checks = threading.Thread(target=_check_states, args=(w,), name="fair_forge_beam-worker-states",
+                                            daemon=True)
+        if start:
+            w.checks.start()
+
+
+def worker_told_to_stop(worker_id: Optional[str]) -> None:
+    """Called as Beam closes the handler of the worker ``worker_id`` (the job ended or failed): its
+    exit with code 0 from then on is the end Beam asked for."""
+    with _LOCK:
+        watches = list(_ACTIVE)
+    for w in watches:
+        with w.lock:
+            w.told_to_stop.add(worker_id)
 
 
 def worker_ended(proc, code: Optional[int]) -> None:
     """Called by the package's ``Popen`` once the worker ``proc`` has ended with ``code``: the first
-    non-zero end during a run is that run's failure (a zero one is a worker told to stop)."""
-    if not code:
+    end during a run that Beam did not ask for (a non-zero code, or code 0 before Beam told the worker
+    to stop: :func:`worker_told_to_stop`) is that run's failure."""
+    if code is None:
         return
     with _LOCK:
         watches = [w for w in _ACTIVE if any(p is proc for p in w.workers)]
     for w in watches:
+        if not code and w.asked_to_end(proc):
+            continue
         with w.lock:
             if proc.pid in w.ended_by_us or w.death is not None:
                 continue
@@ -115,10 +173,74 @@ def worker_ended(proc, code: Optional[int]) -> None:
                 pass
 
 
+def _stat(pid: int) -> Optional[tuple]:
+    """``(state letter, CPU seconds)`` of process ``pid`` from ``/proc/PID/stat``, ``None`` when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    try:
+        return fields[0].decode(), (int(fields[11]) + int(fields[12])) / _TICKS
+    except (IndexError, ValueError):
+        return None
+
+
+try:
+    _TICKS = float(os.sysconf("SC_CLK_TCK"))
+except (AttributeError, ValueError, OSError):
+    _TICKS = 100.0
+
+#: the states of ``/proc/PID/stat`` in words
+_STATES = {"R": "running", "S": "sleeping", "D": "waiting for a disk", "T": "stopped", "t": "stopped by a debugger",
+           "Z": "ended", "X": "ended", "I": "idle"}
+
+
+def _check_states(watch: _Watch) -> None:
+    """The watch's thread: every :data:`CHECK_EVERY` seconds, a worker newly stopped is named in one
+    warning, and one that resumed in one more; the run waits for it."""
+    while not watch.done.wait(CHECK_EVERY):
+        _look(watch)
+
+
+def _look(watch: _Watch, resumes_only: bool = False) -> None:
+    """One look at the watch's workers' states (:func:`_check_states`); ``resumes_only``: at the run's
+    end, a stopped worker that resumed since the last look (and may have ended since) is said to."""
+    with watch.lock:
+        workers = [p for p in watch.workers if p.returncode is None or resumes_only and p.pid in watch.stopped]
+    for proc in workers:
+        st = _stat(proc.pid) if proc.returncode is None else None
+        stopped = st is not None and st[0] in "Tt"
+        if stopped == (proc.pid in watch.stopped) or watch.death is not None:
+            continue
+        if stopped and not resumes_only:
+            watch.stopped.add(proc.pid)
+            log.warning("%s is %s (state %s in /proc/%d/stat): the run waits for it; `kill -CONT %d` resumes it",
+                        watch.name(proc), _STATES[st[0]], st[0], proc.pid, proc.pid)
+        elif not stopped:
+            watch.stopped.discard(proc.pid)
+            if st is not None or proc.returncode == 0:  # not a worker that ended otherwise
+                log.warning("%s resumed: the run goes on", watch.name(proc))
+
+
+def worker_states() -> list:
+    """``[(name, state in words, CPU seconds)]`` of the SDK workers of the runs in progress that have
+    not ended (``[]``: none, e.g. the in-memory runner's): ``name`` as ``SDK worker 1 of 2 (pid P)``."""
+    with _LOCK:
+        watches = list(_ACTIVE)
+    out = []
+    for w in watches:
+        with w.lock:
+            workers = [p for p in w.workers if p.returncode is None]
+        for proc in workers:
+            st = _stat(proc.pid)
+            if st is not None and st[0] not in "ZX":
+                out.append((w.name(proc), _STATES.get(st[0], f"state {st[0]}"), st[1]))
+    return out
+
+
 def _end(procs) -> None:
     """End the workers ``procs`` (each ``sh`` with its ``python``: a process group of its own)."""
-    import os
-
     for p in procs:
         try:
             os.killpg(p.pid, signal.SIGKILL)
@@ -199,6 +321,10 @@ def watching() -> Iterator[_Watch]:
     try:
         yield watch
     finally:
+        watch.done.set()  # the state checks end
+        if watch.checks is not None:
+            watch.checks.join(1.0)
+            _look(watch, resumes_only=True)  # a worker resumed since the last look is said to have
         with _LOCK:
             _ACTIVE.remove(watch)
         if watch.main:
@@ -223,7 +349,7 @@ def settle(watch: _Watch, seconds: float = 2.0) -> Optional[str]:
     while watch.death is None and time.monotonic() < deadline:
         with watch.lock:
             workers = list(watch.workers)
-        if not any(p.returncode or p.returncode is None and not pid_alive(p.pid) for p in workers):
-            return None  # no worker ended unreported (or none but with 0): the job failed for another reason
+        if not any(watch.unexpected_end(p) for p in workers):
+            return None  # no worker ended unreported (or none but as Beam asked): the job failed for another reason
         time.sleep(0.05)
     return watch.death

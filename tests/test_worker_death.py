@@ -140,3 +140,342 @@ def test_run_pipeline_raises_the_workers_end(how, words, monkeypatch):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, before)
     assert info.value.last_words.startswith("SDK worker ") and info.value.last_words.endswith(words), info.value.last_words
+
+
+# --- trial39b B7: a worker that exits with code 0, is stopped or hangs mid-job -----------------------------------
+
+
+class _Fault:
+    """A step that, in a worker process (never the launcher), at the element ``at`` only: records its
+    pid and the time in ``marker``, then ends its process with code 0 (``exit0``), stops it (``stop``:
+    SIGSTOP) or sleeps an hour (``hang``)."""
+
+    def __init__(self, launcher: int, how: str, marker: str, at: int = 7):
+        self.launcher, self.how, self.marker, self.at = launcher, how, marker, at
+
+    def __call__(self, x):
+        if os.getpid() != self.launcher and x == self.at:
+            _record(self.marker)
+            if self.how == "exit0":
+                os._exit(0)
+            if self.how == "stop":
+                os.kill(os.getpid(), signal.SIGSTOP)
+            if self.how == "hang":
+                time.sleep(3600)
+        return x
+
+
+def _record(marker: str) -> None:
+    with open(marker, "w", encoding="utf-8") as f:
+        f.write(f"{os.getpid()} {time.time()}")
+
+
+def _marked(marker, wait: float = 60.0):
+    """``(pid, time)`` the fault recorded in ``marker``, waiting up to ``wait`` seconds for it."""
+    deadline = time.time() + wait
+    while True:
+        try:
+            pid, at = open(marker, encoding="utf-8").read().split()
+            return int(pid), float(at)
+        except (OSError, ValueError):
+            if time.time() >= deadline:
+                break
+            time.sleep(0.1)
+    raise AssertionError(f"the fault never happened ({marker})")
+
+
+@pytest.fixture
+def faults_import(monkeypatch):
+    """The worker processes import ``_Fault`` from this module."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+
+
+def _api_run(how: str, marker, limit: int = 60, **run):
+    """``run_pipeline`` of 20 elements through ``_Fault`` on two multi-process workers (an alarm at
+    ``limit`` seconds: the old code waited for ever); returns the exception it raised, or None."""
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+
+    opts = pipeline_options([f"--runner={FNAPI}", *MULTI_PROCESS])
+
+    def too_long(signum, frame):
+        raise TimeoutError(f"run_pipeline still waited {limit} s after it started")
+
+    before = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(limit)
+    try:
+        with run_pipeline(opts) as p:
+            out = p | beam.Create(list(range(20))) | beam.Map(_Fault(os.getpid(), how, str(marker)))
+            assert_that(out, equal_to(list(range(20))))
+    except Exception as exc:  # noqa: BLE001 - the test reads it
+        return exc
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    return None
+
+
+@pytest.mark.slow
+def test_a_worker_that_exits_with_code_0_mid_job_ends_the_run(tmp_path, faults_import):
+    """B7: ``os._exit(0)`` in a step left ``run_pipeline`` waiting for ever (a 0 was taken for a worker
+    told to stop). Now it raises ``WorkerProcessError`` naming the worker and its exit, within 2 s."""
+    from fair_forge_beam.beam_pipeline import WorkerProcessError
+
+    exc = _api_run("exit0", tmp_path / "fault")
+    ended = time.time()
+    pid, at = _marked(tmp_path / "fault", wait=0)
+    assert isinstance(exc, WorkerProcessError), repr(exc)
+    assert re.fullmatch(rf"SDK worker [12] of 2 \(pid {pid}\) exited with code 0 before the job ended",
+                        exc.last_words), exc.last_words
+    assert ended - at < 2, f"the run ended {ended - at:.1f} s after the worker's exit"
+
+
+def _watch_log(caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="fair_forge_beam.worker_watch")
+    return lambda: [r.getMessage() for r in caplog.records if r.name == "fair_forge_beam.worker_watch"]
+
+
+@pytest.mark.slow
+def test_a_stopped_worker_is_named_and_the_run_goes_on_when_it_resumes(tmp_path, faults_import, caplog):
+    """B7: a worker stopped by SIGSTOP left the run waiting without a word. Now one warning names it
+    within a few seconds, with how to resume it; the run waits (nothing is ended) and, once the worker
+    is resumed, says so once and finishes with every element."""
+    import threading
+
+    from fair_forge_beam.worker_watch import CHECK_EVERY
+
+    said = _watch_log(caplog)
+    seen = {}
+
+    def resume():
+        pid, at = _marked(tmp_path / "fault")
+        deadline = time.time() + CHECK_EVERY + 10
+        while time.time() < deadline and not any("kill -CONT" in m for m in said()):
+            time.sleep(0.1)
+        seen.update(pid=pid, after=time.time() - at, said=said(), state=open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0])
+        time.sleep(1)
+        os.kill(pid, signal.SIGCONT)
+
+    helper = threading.Thread(target=resume, daemon=True)
+    helper.start()
+    exc = _api_run("stop", tmp_path / "fault")
+    helper.join(10)
+    assert exc is None, repr(exc)
+    pid = seen["pid"]
+    assert seen["state"] == "T" and seen["after"] < CHECK_EVERY + 5, seen
+    assert len(seen["said"]) == 1 and re.fullmatch(
+        rf"SDK worker [12] of 2 \(pid {pid}\) is stopped \(state T in /proc/{pid}/stat\): the run waits for it; "
+        rf"`kill -CONT {pid}` resumes it", seen["said"][0]), seen
+    assert said()[1:] == [f"{seen['said'][0].split(' is stopped')[0]} resumed: the run goes on"], said()
+
+
+@pytest.mark.slow
+def test_a_hanging_worker_is_shown_by_the_progress_line_and_nothing_is_ended(tmp_path, faults_import, monkeypatch):
+    """B7: a worker hanging in a step (here ``time.sleep(3600)``) left a multi-process run silent: the
+    progress reporter sees no count there (they are in the workers) and wrote nothing. Now its heartbeat
+    names each worker with its state and CPU time; nothing is ended by it (the test ends the run by
+    killing the hanging worker)."""
+    import io
+    import threading
+
+    from fair_forge_beam import progress
+    from fair_forge_beam.beam_pipeline import WorkerProcessError
+
+    monkeypatch.setattr(progress, "HEARTBEAT", 1.0)
+    stream = io.StringIO()
+    seen = {}
+
+    def look_then_kill():
+        pid, _ = _marked(tmp_path / "fault")
+        before = len(stream.getvalue().splitlines())  # the lines written once the step hangs
+        deadline = time.time() + 15
+        while time.time() < deadline and not any(f"(pid {pid}) sleeping" in ln
+                                                 for ln in stream.getvalue().splitlines()[before:]):
+            time.sleep(0.2)
+        seen.update(pid=pid, lines=stream.getvalue().splitlines()[before:], alive=os.path.exists(f"/proc/{pid}"))
+        os.kill(pid, signal.SIGKILL)
+
+    helper = threading.Thread(target=look_then_kill, daemon=True)
+    helper.start()
+    with progress.ProgressReporter(0.5, stream=stream):
+        exc = _api_run("hang", tmp_path / "fault")
+    helper.join(10)
+    pid = seen["pid"]
+    assert seen["alive"], seen
+    line = next((ln for ln in seen["lines"] if f"(pid {pid}) sleeping" in ln), None)
+    assert line is not None, seen["lines"]
+    assert re.fullmatch(r"progress: \d+ s elapsed; the counts are in the SDK worker processes; "
+                        r"SDK worker 1 of 2 \(pid \d+\) \w[\w ]*, \d+\.\d CPU s (so far|in the last \d+ s); "
+                        r"SDK worker 2 of 2 \(pid \d+\) \w[\w ]*, \d+\.\d CPU s (so far|in the last \d+ s)", line), line
+    assert isinstance(exc, WorkerProcessError) and exc.last_words.endswith("was killed by signal 9 (SIGKILL: out of "
+                                                                           "memory?)"), repr(exc)
+
+
+#: an installed metric (docs/engine.md) whose scorer, in a worker process, at the interaction s1/a/2 only,
+#: records its pid and time in $FFB_FAULT_MARKER and does $FFB_FAULT (exit0, stop or hang: see _Fault)
+_FAULT_METRIC = '''
+import os
+
+from fair_forge_beam.engine import MetricSpec, Scored, SessionReducer, SliceEstimator
+from fair_forge_beam.metrics.base import MetricTransform
+from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo
+from fair_forge_beam.statistical.combiners import RateCombineFn
+from fair_forge_beam.statistical.slices import slice_rate
+from test_worker_death import _Fault
+
+
+def score(x):  # runs in the workers only (multi_processing): no launcher's pid to spare
+    if x.element_id == "s1/a/2":
+        _Fault(-1, os.environ["FFB_FAULT"], os.environ["FFB_FAULT_MARKER"], at=x.element_id)(x.element_id)
+    return Scored.of(x, int(x.assistant.startswith("Sorry")))
+
+
+class Sessions(SessionReducer):
+    def reduce(self, key, values):
+        return {"n_interactions": len(values), "refusals": sum(values)}, (sum(values), len(values)), []
+
+
+class Slices(SliceEstimator):
+    def __init__(self, mode):
+        self.mode = mode
+
+    def estimate(self, key, accs, window, aux):
+        k, n = accs[1]
+        return [{"slice": key, "n_interactions": n, "n_sessions": accs.n_sessions, "k": k,
+                 "refusal_rate": slice_rate(k, n, accs.n_sessions, self.mode).model_dump()}]
+
+
+class Fault(MetricTransform):
+    name = "fault"
+    info = MetricInfo(name="fault", estimates=(EstimateInfo("refusal_rate", "refusals", direction=-1, gate="refusal_rate",
+                                                            headline=True, counts=("k", "n_interactions")),))
+
+    def spec(self, windowed=False):
+        return MetricSpec(name=self.name, estimator=Slices(self.mode), session_reducer=Sessions(), slices=self.slices,
+                          scorer=score, interaction_record=None, session_value=lambda s: s.value,
+                          session_value_type=int, session_slice_combine=RateCombineFn())
+'''
+
+
+def _fault_audit(tmp_path, how: str):
+    """The audit of ``--metrics fault`` (:data:`_FAULT_METRIC`, installed under ``tmp_path``) on two
+    multi-process workers into ``tmp_path/out``, which holds an earlier run's ``results.json``; returns
+    ``(process, its stderr lines as they come, the output folder)``."""
+    import sys
+    import threading
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "fault_metric.py").write_text(_FAULT_METRIC, encoding="utf-8")
+    info = site / "fault_metric-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fault-metric\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[fair_forge_beam.metrics]\nfault = fault_metric:Fault\n", encoding="utf-8")
+    data = tmp_path / "in.jsonl"
+    data.write_text("\n".join(json.dumps({"session_id": f"s{i}", "assistant_id": "a", "language": "english",
+                                          "conversation": [{"qa_id": f"s{i}-{j}", "query": "q", "assistant": "ok"}
+                                                           for j in range(5)]}) for i in range(4)), encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
+    here = os.path.dirname(os.path.abspath(__file__))
+    from helpers import REPO
+
+    env = {**os.environ, "FFB_FAULT": how, "FFB_FAULT_MARKER": str(tmp_path / "fault"),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(site), here, str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.audit", "--input", str(data), "--metrics", "fault",
+                             "--no-report", "--output", str(out), f"--runner={FNAPI}", *MULTI_PROCESS],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list = []
+    threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
+    return proc, lines, out
+
+
+def _ended(proc, limit: float) -> float:
+    """Wait up to ``limit`` s for ``proc`` (killed, with its workers, if it still runs); its end's time."""
+    try:
+        proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        for pid in _tree(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail(f"the run still waited {limit} s")
+    return time.time()
+
+
+@pytest.mark.slow
+def test_the_audit_of_a_worker_that_exits_with_code_0_stops_with_one_line(tmp_path):
+    """B7 (CLI): a scorer's ``os._exit(0)`` left the audit waiting for ever. Now exit code 1 within 2 s
+    of it, one line naming the worker's exit, the output folder as it was, nothing staged."""
+    proc, lines, out = _fault_audit(tmp_path, "exit0")
+    ended = _ended(proc, 120)
+    pid, at = _marked(tmp_path / "fault", wait=0)
+    err = "".join(lines)
+    assert proc.returncode == 1, err[-3000:]
+    assert ended - at < 2, f"the run ended {ended - at:.1f} s after the worker's exit"
+    assert "Traceback" not in err, err[-3000:]
+    said = _one_line(err)
+    assert len(said) == 1 and re.fullmatch(re.escape(
+        "fair-forge-beam: error: the audit stopped: an SDK worker process failed: SDK worker N of 2 "
+        f"(pid {pid}) exited with code 0 before the job ended (all the workers wrote: this process's stderr); nothing "
+        f"was published (the output folder {out} is untouched (as it was before the run; nothing published))"
+    ).replace("N", "[12]", 1), said[0]), err[-3000:]
+    assert _leftovers(tmp_path, out) == []
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    assert json.loads((out / "results.json").read_text(encoding="utf-8")) == {"before": True}
+
+
+@pytest.mark.slow
+def test_the_audit_names_a_stopped_worker_and_goes_on_when_it_resumes(tmp_path):
+    """B7 (CLI): a worker stopped by SIGSTOP left the audit silent until Ctrl-C. Now one warning line
+    names it within a few seconds with ``kill -CONT P``; once resumed, one line says so and the audit
+    publishes its run."""
+    from fair_forge_beam.worker_watch import CHECK_EVERY
+
+    proc, lines, out = _fault_audit(tmp_path, "stop")
+    pid, at = _marked(tmp_path / "fault", wait=120)
+    deadline = time.time() + CHECK_EVERY + 10
+    while time.time() < deadline and not any("kill -CONT" in ln for ln in lines):
+        time.sleep(0.1)
+    named = time.time() - at
+    os.kill(pid, signal.SIGCONT)
+    _ended(proc, 120)
+    err = "".join(lines)
+    assert proc.returncode == 0, err[-3000:]
+    assert named < CHECK_EVERY + 5, err[-3000:]
+    watch = [ln.split("fair_forge_beam.worker_watch: ", 1)[1].rstrip("\n") for ln in lines
+             if "fair_forge_beam.worker_watch: " in ln]
+    name = re.match(rf"SDK worker [12] of 2 \(pid {pid}\)", watch[0] if watch else "")
+    assert name and watch == [f"{name.group(0)} is stopped (state T in /proc/{pid}/stat): the run waits for it; "
+                              f"`kill -CONT {pid}` resumes it", f"{name.group(0)} resumed: the run goes on"], err[-3000:]
+    assert json.loads((out / "results.json").read_text(encoding="utf-8")) != {"before": True}
+
+
+@pytest.mark.slow
+def test_the_audit_of_a_hanging_worker_shows_the_workers_states(tmp_path):
+    """B7 (CLI): a scorer hanging in ``time.sleep(3600)`` left the audit silent (a multi-process run's
+    counts are in its workers: no progress line at all). Now a line every HEARTBEAT (30 s) names each
+    worker with its state and CPU time, and nothing is ended by it (the test kills the hanging worker:
+    the run stops with one line naming that death)."""
+    from fair_forge_beam.progress import HEARTBEAT
+
+    proc, lines, out = _fault_audit(tmp_path, "hang")
+    pid, at = _marked(tmp_path / "fault", wait=120)
+    deadline = at + HEARTBEAT + 30
+    while time.time() < deadline and not any(f"(pid {pid}) sleeping" in ln for ln in lines):
+        time.sleep(0.2)
+    alive = proc.poll() is None and os.path.exists(f"/proc/{pid}")
+    os.kill(pid, signal.SIGKILL)
+    _ended(proc, 60)
+    err = "".join(lines)
+    states = [ln for ln in lines if ln.startswith("progress: ")]
+    assert alive and any(f"(pid {pid}) sleeping" in ln for ln in states), err[-3000:]
+    assert all(re.fullmatch(r"progress: \d+ s elapsed; the counts are in the SDK worker processes; SDK worker 1 of 2 "
+                            r"\(pid \d+\) \w[\w ]*, \d+\.\d CPU s (so far|in the last \d+ s); SDK worker 2 of 2 "
+                            r"\(pid \d+\) \w[\w ]*, \d+\.\d CPU s (so far|in the last \d+ s)\n", ln) for ln in states), states
+    assert proc.returncode == 1 and f"(pid {pid}) was killed by signal 9" in _one_line(err)[0], err[-3000:]
