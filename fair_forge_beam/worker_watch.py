@@ -90,7 +90,7 @@ class _Watch:
         self.main = main  # the job is waited for in the main thread: it can be woken by a signal
         self.thread = threading.main_thread().ident
         self.told_to_stop: set = set()  # worker ids whose handler Beam closed: their exit with code 0 is asked for
-        self.stopped: set = set()  # pids of the workers said to be stopped (state T), until they resume
+        self.stopped: dict = {}  # pid: when a worker was said to be stopped (state T), until it resumes
         self.done = threading.Event()  # the run's block ended: the state checks end
         self.checks: Optional[threading.Thread] = None
 
@@ -214,13 +214,13 @@ def _look(watch: _Watch, resumes_only: bool = False) -> None:
         if stopped == (proc.pid in watch.stopped) or watch.death is not None:
             continue
         if stopped and not resumes_only:
-            watch.stopped.add(proc.pid)
+            watch.stopped[proc.pid] = time.monotonic()
             log.warning("%s is %s (state %s in /proc/%d/stat): the run waits for it; `kill -CONT %d` resumes it",
                         watch.name(proc), _STATES[st[0]], st[0], proc.pid, proc.pid)
         elif not stopped:
-            watch.stopped.discard(proc.pid)
+            since = watch.stopped.pop(proc.pid)
             if st is not None or proc.returncode == 0:  # not a worker that ended otherwise
-                log.warning("%s resumed: the run goes on", watch.name(proc))
+                log.warning("%s resumed (stopped for about %.0f s)", watch.name(proc), time.monotonic() - since)
 
 
 def worker_states() -> list:
