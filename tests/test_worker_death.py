@@ -82,19 +82,24 @@ def test_a_killed_worker_ends_the_audit_with_one_line(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    assert proc.returncode == 1, err[-3000:]
+    _failed_with_one_line(proc, err, out, f"(pid {workers[0]}) was killed by signal 9 (SIGKILL: out of memory?)")
     assert took <= BOUND, f"the run ended {took:.1f} s after the kill"
-    assert "Traceback" not in err, err[-3000:]
-    lines = _one_line(err)
-    assert len(lines) == 1 and re.fullmatch(re.escape(
-        "fair-forge-beam: error: the audit stopped: an SDK worker process failed: SDK worker N of 2 "
-        f"(pid {workers[0]}) was killed by signal 9 (SIGKILL: out of memory?) (all the workers wrote: this process's "
-        f"stderr); nothing was published (the output folder {out} is untouched (as it was before the run; nothing "
-        "published))").replace("N", "[12]", 1), lines[0]), err[-3000:]
     assert left == [], f"{len(left)} process(es) of the run outlived it"
     assert _leftovers(tmp_path, out) == []  # no stage, no lock
     assert json.loads((out / "results.json").read_text(encoding="utf-8")) == {"before": True}
     assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+
+
+def _failed_with_one_line(proc, err: str, out, end: str) -> None:
+    """The audit failed (exit code 1) without a traceback, saying one line: an SDK worker (1 or 2 of 2)
+    ``end`` (``(pid P) was killed by …``), nothing published, the output folder ``out`` untouched."""
+    assert proc.returncode == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    lines = _one_line(err)
+    assert len(lines) == 1 and re.fullmatch(re.escape(
+        "fair-forge-beam: error: the audit stopped: an SDK worker process failed: SDK worker N of 2 "
+        f"{end} (all the workers wrote: this process's stderr); nothing was published (the output folder {out} is "
+        "untouched (as it was before the run; nothing published))").replace("N", "[12]", 1), lines[0]), err[-3000:]
 
 
 class _DieOnce:
@@ -317,16 +322,14 @@ def test_a_hanging_worker_is_shown_by_the_progress_line_and_nothing_is_ended(tmp
                                                                            "memory?)"), repr(exc)
 
 
-#: an installed metric (docs/engine.md) whose scorer, in a worker process, at the interaction s1/a/2 only,
+#: an installed metric (docs/engine.md; test_engine's refusal rate) whose scorer, in a worker process, at the interaction s1/a/2 only,
 #: records its pid and time in $FFB_FAULT_MARKER and does $FFB_FAULT (exit0, stop or hang: see _Fault)
-_FAULT_METRIC = '''
+_FAULT_METRIC = """
+import dataclasses
 import os
 
-from fair_forge_beam.engine import MetricSpec, Scored, SessionReducer, SliceEstimator
-from fair_forge_beam.metrics.base import MetricTransform
-from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo
-from fair_forge_beam.statistical.combiners import RateCombineFn
-from fair_forge_beam.statistical.slices import slice_rate
+from fair_forge_beam.engine import Scored
+from refusal_metric import Refusal
 from test_worker_death import _Fault
 
 
@@ -336,31 +339,13 @@ def score(x):  # runs in the workers only (multi_processing): no launcher's pid 
     return Scored.of(x, int(x.assistant.startswith("Sorry")))
 
 
-class Sessions(SessionReducer):
-    def reduce(self, key, values):
-        return {"n_interactions": len(values), "refusals": sum(values)}, (sum(values), len(values)), []
-
-
-class Slices(SliceEstimator):
-    def __init__(self, mode):
-        self.mode = mode
-
-    def estimate(self, key, accs, window, aux):
-        k, n = accs[1]
-        return [{"slice": key, "n_interactions": n, "n_sessions": accs.n_sessions, "k": k,
-                 "refusal_rate": slice_rate(k, n, accs.n_sessions, self.mode).model_dump()}]
-
-
-class Fault(MetricTransform):
+class Fault(Refusal):
     name = "fault"
-    info = MetricInfo(name="fault", estimates=(EstimateInfo("refusal_rate", "refusals", direction=-1, gate="refusal_rate",
-                                                            headline=True, counts=("k", "n_interactions")),))
+    info = dataclasses.replace(Refusal.info, name="fault")
 
     def spec(self, windowed=False):
-        return MetricSpec(name=self.name, estimator=Slices(self.mode), session_reducer=Sessions(), slices=self.slices,
-                          scorer=score, interaction_record=None, session_value=lambda s: s.value,
-                          session_value_type=int, session_slice_combine=RateCombineFn())
-'''
+        return dataclasses.replace(super().spec(windowed), scorer=score)
+"""
 
 
 def _fault_audit(tmp_path, how: str):
@@ -372,6 +357,9 @@ def _fault_audit(tmp_path, how: str):
 
     site = tmp_path / "site"
     site.mkdir()
+    from test_engine import _REFUSAL
+
+    (site / "refusal_metric.py").write_text(_REFUSAL, encoding="utf-8")
     (site / "fault_metric.py").write_text(_FAULT_METRIC, encoding="utf-8")
     info = site / "fault_metric-0.1.dist-info"
     info.mkdir()
@@ -416,16 +404,8 @@ def test_the_audit_of_a_worker_that_exits_with_code_0_stops_with_one_line(tmp_pa
     proc, lines, out = _fault_audit(tmp_path, "exit0")
     ended = _ended(proc, 120)
     pid, at = _marked(tmp_path / "fault", wait=0)
-    err = "".join(lines)
-    assert proc.returncode == 1, err[-3000:]
+    _failed_with_one_line(proc, "".join(lines), out, f"(pid {pid}) exited with code 0 before the job ended")
     assert ended - at < 2, f"the run ended {ended - at:.1f} s after the worker's exit"
-    assert "Traceback" not in err, err[-3000:]
-    said = _one_line(err)
-    assert len(said) == 1 and re.fullmatch(re.escape(
-        "fair-forge-beam: error: the audit stopped: an SDK worker process failed: SDK worker N of 2 "
-        f"(pid {pid}) exited with code 0 before the job ended (all the workers wrote: this process's stderr); nothing "
-        f"was published (the output folder {out} is untouched (as it was before the run; nothing published))"
-    ).replace("N", "[12]", 1), said[0]), err[-3000:]
     assert _leftovers(tmp_path, out) == []
     assert sorted(p.name for p in out.iterdir()) == ["results.json"]
     assert json.loads((out / "results.json").read_text(encoding="utf-8")) == {"before": True}
