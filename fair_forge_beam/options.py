@@ -2334,17 +2334,23 @@ def ignored_option_problem(args: Any, command_line: Optional[set] = None, beam_a
     return None
 
 
-def unread_config_lines(args: Any, command_line: set, config: Optional[str]) -> list[str]:
+def unread_config_lines(args: Any, command_line: set, config: Optional[str],
+                        read_elsewhere: Sequence[str] = ()) -> list[str]:
     """One warning line per option a ``--config`` file gives (not the command line) that this run's
     metrics or mode do not read (:func:`unread_because`): the file may be shared by jobs of other
     metrics (the command line's ``--metrics`` / ``--mode`` replace the file's), so this is no
-    error, but never dropped without a word."""
+    error, but never dropped without a word. ``read_elsewhere``: options (by ``dest``) another
+    stage of the same command reads (the loop's generator reads ``--seed``): no warning (trial40
+    J5). The line names where the value came from: ``--config FILE: seed = 7 …`` for the file's,
+    the option itself (``--seed 7 …``) for a value no config file gave (``config`` is ``None``)."""
     out = []
     for dest, o in OPTIONS.items():
-        if _given(args, dest) and dest not in command_line:
+        if _given(args, dest) and dest not in command_line and dest not in read_elsewhere:
             why = unread_because(o, getattr(args, "metrics", None), getattr(args, "mode", None))
             if why:
-                out.append(f"--config {config}: {o.name} = {quoted(getattr(args, dest))} is {why}: ignored")
+                value = quoted(getattr(args, dest))
+                source = f"--config {config}: {o.name} = {value}" if config else f"{o.flag} {value}"
+                out.append(f"{source} is {why}: ignored")
     return out
 
 

@@ -222,7 +222,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
         problem = ignored_option_problem(args, command_line, beam_args, config_gates)
         if problem:
             raise ValueError(problem)
-        for line in unread_config_lines(args, command_line, args.config):
+        for line in unread_config_lines(args, command_line, args.config, read_elsewhere):
             log.warning(line)
         # (the runner and Beam's own option checks ran in reject_unknown_arguments: beam_options_problem)
         options = pipeline_options(beam_args)

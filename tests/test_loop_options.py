@@ -355,3 +355,41 @@ def test_a_mark_that_is_not_a_file_and_a_path_through_a_mark_are_refused(tmp_pat
         check_no_other_run(str(linked), "run")
     check_no_other_run(str(folder), "run")  # a command's own mark is its own to replace
     check_no_other_run(str(audit), "audit")
+
+
+def test_the_loop_s_seed_read_by_its_generator_is_no_unread_warning(tmp_path, caplog):
+    """trial40 J5: the loop's documented ``--seed 7`` (generators.md §3) warned ``--config None: seed = 7
+    is not read by a frequentist run``: no --config was given, and the loop's generate stage reads the
+    seed. An option another stage of the command reads gives no "not read" warning."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from pipelines import loop
+
+    def generator(req):
+        return {"queries": [{"query": "How many bags can a gold member check?"}], "chunk_summary": "baggage"}
+
+    out = tmp_path / "out"
+    with ScriptedOpenAIServer(generator) as gen, ScriptedOpenAIServer("Two bags, glad to help.") as bot, \
+            caplog.at_level("WARNING"):
+        loop.run(["--corpus", "airline", "--num-samples", "1", "--chunks-per-sample", "1", "--num-queries", "1",
+                  "--seed", "7", "--generator-base-url", gen.base_url, "--generator-model", "gen",
+                  "--generator-cache", str(tmp_path / "gen.sqlite3"), "--assistant-url", bot.base_url,
+                  "--assistant-model", "bot", "--metrics", "humanity", "--mode", "frequentist", "--no-report",
+                  "--output", str(out)])
+    said = [r.getMessage() for r in caplog.records if "not read" in r.getMessage() or "None" in r.getMessage()]
+    assert said == [], said
+    assert (out / "audit" / "results.json").exists()
+
+
+def test_an_unread_value_no_config_file_gave_is_named_by_its_option():
+    """trial40 J5: the warning named ``--config None`` as the source of a value no config file gave;
+    it names the option (``--seed 7``), and the file where one gave it."""
+    from fair_forge_beam import options as O
+    from pipelines import audit
+
+    args = audit.build_parser().parse_known_args(["--metrics", "humanity", "--mode", "frequentist", "--seed", "7"])[0]
+    assert O.unread_config_lines(args, set(), None) == [
+        "--seed 7 is not read by a frequentist run (--mode frequentist): only --mode bayesian reads it: ignored"]
+    assert O.unread_config_lines(args, set(), "a.toml") == [
+        "--config a.toml: seed = 7 is not read by a frequentist run (--mode frequentist): only --mode bayesian "
+        "reads it: ignored"]
+    assert O.unread_config_lines(args, set(), None, ["seed"]) == []
