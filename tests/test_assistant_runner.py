@@ -287,3 +287,16 @@ def test_a_response_path_with_an_empty_step_is_refused_before_any_request(tmp_pa
     assert "\n" not in str(exc.value)
     AssistantHandler(kind="http", url="http://127.0.0.1:9/x", request_template='{"q": {{ query | tojson }}}',
                      response_path="choices.0.message.content")
+
+
+def test_a_streamed_reply_of_an_http_endpoint_is_named_a_streamed_reply(dataset, tmp_path):
+    """trial40 J6: an SSE body (``data: {...}`` events) was "response is not JSON": a streamed reply is
+    named as one, so that the cause (an endpoint set to stream) is in the dead letter."""
+    from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
+
+    sse = b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n'
+    with ScriptedOpenAIServer(lambda req: Reply(body=sse, headers={"Content-Type": "text/event-stream"})) as srv:
+        summary = run_http(dataset, tmp_path / "a", srv)
+    assert (summary["successes"], summary["failures"]) == (0, 5)
+    dead = [json.loads(x) for x in (tmp_path / "a" / "dead_letter.jsonl").read_text().splitlines()]
+    assert dead and all("streamed reply" in d["reason"] and "not JSON:" not in d["reason"] for d in dead), dead[0]

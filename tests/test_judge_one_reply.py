@@ -100,3 +100,35 @@ def test_a_deep_reply_in_a_pipeline_dead_letters_one_interaction(tmp_path):
     dl = res["dead_letter"][0]
     assert "batch failed" not in dl["reason"] and "not JSON" in dl["reason"], dl["reason"]
     assert dl["raw"].startswith('{"a":{"a":') if "raw" in dl else True
+
+
+# ---- trial40 J6: reasons that name the wrong cause ----
+
+def test_a_verdict_holding_a_value_nested_too_deep_is_said_to_be_too_deep(tmp_path):
+    """A verdict with a 5,000-deep array inside gave "no JSON object found in the answer": there is an
+    object, too deep for the decoder. The reason says so (as the body-level case does)."""
+    deep = json.dumps(OWN)[:-1] + ', "deep": ' + "[" * 5000 + "]" * 5000 + "}"
+    with ScriptedOpenAIServer(_replies(Reply(content=deep))) as srv:
+        out = _ask(srv, tmp_path, n=2)
+    assert out[0].parsed == OWN and out[1].parsed is None
+    assert "nested deeper than the JSON decoder goes" in out[1].error, out[1].error
+    assert "no JSON object found" not in out[1].error, out[1].error
+
+
+def _sse(content: str) -> bytes:
+    chunk = {"id": "x", "object": "chat.completion.chunk",
+             "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}
+    return b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n"
+
+
+@pytest.mark.parametrize("content_type", ["text/event-stream", "application/json"])
+def test_a_streamed_reply_nobody_asked_for_is_named_a_streamed_reply(tmp_path, content_type):
+    """An SSE body (``data: {...}`` events) when ``stream`` was not requested gave "the body is not JSON
+    (Expecting value: line 1 column 1 (char 0))": it is a streamed reply the request did not ask for
+    (by its content type, or by its ``data:`` lines whatever type it declares)."""
+    bad = Reply(body=_sse(json.dumps(OWN)), headers={"Content-Type": content_type})
+    with ScriptedOpenAIServer(_replies(bad)) as srv:
+        out = _ask(srv, tmp_path, n=2)
+    assert out[0].parsed == OWN and out[1].parsed is None
+    assert "streamed reply" in out[1].error and "did not ask for" in out[1].error, out[1].error
+    assert "Expecting value" not in out[1].error, out[1].error

@@ -69,7 +69,7 @@ from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.io.secrets import keys_set_here, register_secret_env, require_keys
 from fair_forge_beam.components.replies import (NO_KEY, limit_setting, REPLY_CHUNK, EndpointClient, NotAnAnswer, ReplyTooLarge, UnreadableReply,
-                                                chat_completion_body, check_call_limits, declared_length, http_client,
+                                                chat_completion_body, check_call_limits, declared_length, http_client, is_streamed_body,
                                                 read_bounded, read_chat_reply, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
 from fair_forge_beam.options import ENDPOINT_DOWN_AFTER, MAX_REPLY_BYTES
@@ -363,10 +363,11 @@ class _Client(EndpointClient):
                 raise _TurnFailed(moved)
             if resp.status_code in RETRY_STATUSES:
                 raise _RetryStatus(resp.status_code, raw, resp.headers.get("retry-after"))
-            return resp.status_code, raw
+            return resp.status_code, raw, resp.headers.get("content-type")
 
+        content_type = None
         try:
-            status, raw = attempt()
+            status, raw, content_type = attempt()
         except _RetryStatus as exc:  # still refused after the retries: the last reply is the reason
             status, raw = exc.status, exc.raw
         except httpx2.HTTPError as exc:  # time-outs included
@@ -376,7 +377,10 @@ class _Client(EndpointClient):
             raise (_TurnTransient if status in RETRY_STATUSES else _TurnFailed)(f"HTTP {status}: {self.scrub(text)[:500]}")
         try:
             doc = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
+            if is_streamed_body(content_type, text):  # trial40 J6: "not JSON" named no cause
+                raise _TurnFailed("response is a streamed reply (text/event-stream, 'data:' events), not one JSON "
+                                  f"document; configure the endpoint for whole replies: {self.scrub(text)[:500]}") from None
             raise _TurnFailed(f"response is not JSON: {self.scrub(text)[:500]}") from None
         try:
             value = response_field(doc, cfg.response_path)

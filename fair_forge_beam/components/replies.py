@@ -45,7 +45,7 @@ from fair_forge_beam.plain import json_kind, plain_reason
 from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
-           "chat_completion_body", "read_chat_reply", "ChatReply", "NotAnAnswer", "usage_count", "MAX_TOKEN_COUNT",
+           "chat_completion_body", "is_streamed_body", "STREAMED_REPLY", "read_chat_reply", "ChatReply", "NotAnAnswer", "usage_count", "MAX_TOKEN_COUNT",
            "declared_length", "openai_http_client", "reply_deadline", "connection_reason", "EndpointClient", "Pacer", "NO_KEY",
            "FailedQuestions", "Question", "EndpointHealth", "ENDPOINT_DOWN_AFTER", "FAILED_QUESTIONS_MAX", "FAILED_QUESTIONS_MAX_CHARS", "WHOLE_ANSWER_ENDS", "unfinished_reply"]
 
@@ -178,6 +178,21 @@ def bound_replies(limit: int) -> Callable[[Any], None]:
     return hook
 
 
+def is_streamed_body(content_type: Any, body: str) -> bool:
+    """Whether a reply is a stream of server-sent events (``text/event-stream``; or a body whose first
+    line is a ``data:`` / ``event:`` field, whatever its declared type): a streamed reply, read as
+    one JSON document it is "not JSON (Expecting value …)", which names no cause (trial40 J6)."""
+    if isinstance(content_type, str) and content_type.split(";", 1)[0].strip().lower() == "text/event-stream":
+        return True
+    first = body.lstrip()[:16]
+    return first.startswith(("data:", "event:"))
+
+
+#: a streamed reply to a request that asked for a whole one (callers never send ``stream``)
+STREAMED_REPLY = ("the body is a streamed reply (text/event-stream 'data:' events) the request did not ask for "
+                  "(it sets no 'stream')")
+
+
 def chat_completion_body(client: Any, limit: int, **create_kwargs: Any) -> tuple:
     """One ``client.chat.completions.create(**create_kwargs)`` call whose reply is read up to
     ``limit`` decoded bytes.
@@ -199,6 +214,7 @@ def chat_completion_body(client: Any, limit: int, **create_kwargs: Any) -> tuple
             raise openai.APITimeoutError(request=resp.http_response.request) from None
         except httpx2.TransportError as exc:  # cut or broken while the body was read: as the client says it for the headers
             raise openai.APIConnectionError(request=resp.http_response.request) from exc
+        content_type = resp.headers.get("content-type")
     try:
         body = raw.decode("utf-8")  # JSON is UTF-8 (RFC 8259 §8.1): no guessing with U+FFFD
     except UnicodeDecodeError as exc:
@@ -206,6 +222,8 @@ def chat_completion_body(client: Any, limit: int, **create_kwargs: Any) -> tuple
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:  # RecursionError: a body nested deeper than the decoder goes (issue 28 G1)
+        if not create_kwargs.get("stream") and is_streamed_body(content_type, body):
+            raise UnreadableReply(STREAMED_REPLY, body) from None
         raise UnreadableReply(f"the body is not JSON ({plain_reason(exc)})", body) from None
     if not isinstance(data, dict):
         raise UnreadableReply(f"the body is {json_kind(data)}, not an object", body)

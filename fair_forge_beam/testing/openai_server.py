@@ -391,11 +391,14 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.scripted  # type: ignore[attr-defined]
 
     def _send(self, status: int, body: bytes, headers: Optional[dict] = None, content_type: str = "application/json"):
+        headers = dict(headers or {})
+        for k in [k for k in headers if k.lower() == "content-type"]:  # a scripted type replaces the default
+            content_type = str(headers.pop(k))
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
-            for k, v in (headers or {}).items():
+            for k, v in headers.items():
                 self.send_header(k, str(v))
             self.end_headers()
             self.wfile.write(body)

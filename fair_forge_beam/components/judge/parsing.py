@@ -345,14 +345,16 @@ _FAILED_READ_PER_CHAR = 64  # characters failed decodes may read, per character 
 _TOO_DEEP = 8  # starts nested past the interpreter's recursion limit
 
 
-def _iter_json_values(text: str, decoder: Optional[json.JSONDecoder] = None, starts: str = "{[") -> Iterator[Any]:
+def _iter_json_values(text: str, decoder: Optional[json.JSONDecoder] = None, starts: str = "{[",
+                      too_deep: Optional[list] = None) -> Iterator[Any]:
     """Every top-level JSON object or array of ``text``, left to right (strict decoder).
 
     A decode is tried at each ``{`` / ``[`` outside the values found. Work is bounded for any
     text: once the failed tries have read more than 64 characters per character of ``text`` (plus
     10^6), or 8 tries nested past the recursion limit, the rest of the text is not read (such text
     — ``[[[[…`` or ``{"a":{"a":…`` by the hundred thousand — is a bomb, never a verdict; without the
-    bound one 200,000-character answer took 21 s)."""
+    bound one 200,000-character answer took 21 s). ``too_deep``: a list that gets the index of each
+    start nested past the recursion limit (a reason names the depth, not "no JSON object", trial40 J6)."""
     decoder = decoder or _STRICT_DECODER
     i = 0
     n = len(text)
@@ -366,6 +368,8 @@ def _iter_json_values(text: str, decoder: Optional[json.JSONDecoder] = None, sta
         try:
             obj, end = decoder.raw_decode(text, i)
         except RecursionError:
+            if too_deep is not None:
+                too_deep.append(i)
             deep += 1
             if deep >= _TOO_DEEP:
                 return
@@ -483,7 +487,8 @@ def parse_verdict(
     verdicts: list[BaseModel] = []
     canon: dict[str, bool] = {}  # each distinct verdict -> whether every copy of it is a quotation
     other = None  # the last JSON object of the reply's own with none of the schema's fields (another shape)
-    for value in _iter_json_values(text):
+    too_deep: list = []  # starts of values nested past the decoder's depth (a reason of their own)
+    for value in _iter_json_values(text, too_deep=too_deep):
         quote = bool(quotes) and isinstance(value, (dict, list)) and _canonical(value) in quotes
         if isinstance(value, list):
             if not quote and any(isinstance(x, dict) and fields & set(x) for x in value):
@@ -504,6 +509,9 @@ def parse_verdict(
     if not verdicts:
         if other is not None:  # an object of another shape is there: what is wrong with it, not "none found"
             return None, f"{words.mismatch}: {_validate_strict(other, schema)[1]}"
+        if too_deep:  # a value is there, too deep to read: not "none found" (trial40 J6)
+            return None, (f"{words.subject} holds JSON nested deeper than the JSON decoder goes (Python's recursion "
+                          "limit); no object of it could be read")
         return None, f"no JSON object found in {words.within}"
     if len(canon) > 1:
         own = [k for k, only_quoted in canon.items() if not only_quoted]
