@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["EXAMPLE_MARK", "reason_class", "cut_reason", "add_reason", "merge_reasons", "shown_reasons",
+__all__ = ["EXAMPLE_MARK", "NEGATION", "REASON_LIMIT", "reason_class", "cut_reason", "add_reason", "merge_reasons", "shown_reasons",
            "group_reasons"]
 
 #: what starts a shown group whose reasons differ (its example is one of them)
@@ -54,20 +54,84 @@ def reason_class(reason: str) -> str:
     return cut_reason(kind)
 
 
+#: most characters of a shown reason (:func:`cut_reason`)
+REASON_LIMIT = 160
+#: characters of a long reason's end kept, at least (its cause is usually said last)
+_TAIL = 57
+#: most characters of a long reason's end when it starts at its clause's start (a whole last clause)
+_TAIL_MAX = 100
+#: where a clause of a reason starts: after ``: ``, ``; ``, ``, ``, a dash, and at ``(``
+_CLAUSE_START = re.compile(r"(?<=[:;,] )|(?<= [—–] )|(?<= )(?=\()")
+#: the words that turn a clause into its opposite: a cut never drops one from a clause it shows part of
+NEGATION = re.compile(r"\b(?:not|no|never|none|nothing|nor|neither|cannot|without)\b|\b\w+n't\b", re.IGNORECASE)
+
+
+def _clause_start(kind: str, at: int) -> int:
+    """Where the clause of ``kind`` holding position ``at`` starts (0: its first clause)."""
+    starts = [m.start() for m in _CLAUSE_START.finditer(kind, 0, at + 1)]
+    return starts[-1] if starts else 0
+
+
+def _words_up_to(text: str, room: int, floor: int = 0) -> str:
+    """``text`` cut to ``room`` characters between words (past ``floor``: a text without a space
+    there is cut where ``room`` falls)."""
+    if len(text) <= room:
+        return text
+    cut = text[:room]
+    space = cut.rfind(" ", floor)
+    return cut[:space].rstrip() if space > 0 else cut
+
+
+def _head(kind: str, room: int, t: int) -> str:
+    """The start of ``kind`` shown before `` … ``: at most ``room`` characters, ending between
+    words, at a clause's end when one is near; and never inside a clause whose words up to the
+    end's start ``t`` (those the cut drops) hold a negation: it then ends before that clause."""
+    if kind[room:room + 1] in (" ", ""):
+        head = kind[:room]
+    else:
+        ends = [m.start() for m in _CLAUSE_START.finditer(kind, max(room - 25, 40), room + 1)]
+        head = kind[:ends[-1]] if ends else _words_up_to(kind, room, min(60, room // 2))
+    h = len(head)
+    after = [m.start() for m in _CLAUSE_START.finditer(kind, h + 1, t)]
+    if NEGATION.search(kind, h, after[0] if after else t):
+        start = _clause_start(kind, h)
+        if start > 0:
+            head = kind[:start]
+    return head.rstrip()
+
+
 def cut_reason(kind: str) -> str:
-    """``kind`` as it is when at most 160 characters, else its first 100 and its last 57 with
-    `` … `` between, cut between words (see :func:`reason_class`)."""
-    if len(kind) <= 160:
+    """``kind`` as it is when at most 160 characters, else its start and its end with `` … ``
+    between (see :func:`reason_class`), cut so that it never says what ``kind`` does not: the end
+    starts at the start of its clause (after ``: ``, ``; ``, ``, `` or at ``(``) when that clause
+    fits in 100 characters, else at a word; the start ends between words. A clause shown in part
+    keeps every negation of it (``not``, ``no``, ``cannot`` …): trial40 J6's ``the answer: is not
+    valid JSON (…)`` read ``the answer: is … valid JSON (…)``. A negation too far from the end to be
+    in it is shown with the words after it and a second `` …``, as is the last negation of a reason
+    whose start and end hold none."""
+    if len(kind) <= REASON_LIMIT:
         return kind
-    # cut between words where a space is near (a cut inside a word lost "incor" of "incorrect
-    # header check"): the end starts at a word up to 15 characters before its 57, the start
-    # takes what is left of the 160 and ends at a word
-    start = len(kind) - 57
+    # the end: from a word up to 15 characters before its 57 (a cut inside a word lost "incor" of
+    # "incorrect header check"), moved back to its clause's start when the clause fits
+    start = len(kind) - _TAIL
     space = kind.rfind(" ", start - 15, start + 1)
-    tail = kind[space + 1:] if space != -1 else kind[start:]
-    head = kind[:160 - 3 - len(tail)]
-    head = head[:head.rindex(" ")] if " " in head[60:] else head
-    return head + " … " + tail
+    t = space + 1 if space != -1 else start
+    c = _clause_start(kind, t)
+    if 0 < c < t and len(kind) - c <= _TAIL_MAX:
+        t = c
+    negations = [m.start() for m in NEGATION.finditer(kind, c, t)] if c < t else []
+    n = negations[-1] if negations else None
+    if n is not None and len(kind) - n <= _TAIL_MAX:
+        t, n = n, None
+    head = _head(kind, REASON_LIMIT - 3 - (len(kind) - t), t)
+    dropped = [m.start() for m in NEGATION.finditer(kind, len(head), t)]
+    if n is None and dropped and not NEGATION.search(head) and not NEGATION.search(kind, t):
+        n = dropped[-1]  # the reason's only negations are in what the cut drops: one of them is shown
+    if n is not None and n >= len(head):  # too far back for the end, not in the start: its words, then " … "
+        middle = _words_up_to(kind[n:t].rstrip(), 40, 1)
+        head = _head(kind, REASON_LIMIT - 6 - len(middle) - (len(kind) - t), t)
+        return head + " … " + middle + " … " + kind[t:]
+    return head + " … " + kind[t:]
 
 
 def add_reason(groups: dict, stage: str, reason: str, n: int = 1) -> tuple:

@@ -198,3 +198,32 @@ def test_a_record_another_correctness_source_could_score_says_so(tmp_path):
     res = run_metric(Agentic(k=1, correctness_source="tools"), data, tmp_path / "tools")
     (d,) = res["dead_letter"]
     assert d["reason"].endswith("; --agentic-correctness label would score this record"), d["reason"]
+
+
+def test_tools_correctness_of_a_malformed_trace_is_summed_up_by_its_own_reason(tmp_path):
+    """trial40 J6: ``--agentic-correctness tools`` over malformed tool calls wrote the trace's precise
+    reason (``agentic.tools_used[0] has no tool_name``) in one dead letter per interaction and a second
+    one, which the summary counted, under the vague "no tool correctness (no … expected_tools, or a
+    malformed trace)". The summary's reason is the dead letters' own; one dead letter per interaction."""
+    import glob
+    import json
+
+    from pipelines import audit
+
+    data = tmp_path / "ag.jsonl"
+    bad = [{"parameters": "notadict"}, {"tool_name": None}]
+    rows = [{"session_id": f"t{t}r{r}", "assistant_id": "bot", "language": "english", "conversation": [
+        {"qa_id": "q0", "query": "book", "assistant": "done",
+         "agentic": {"task_id": f"task{t}", "tools_used": [CALC] if t == 0 else bad},
+         "ground_truth_agentic": {"expected_tools": [CALC]}}]} for t in (0, 1) for r in (0, 1)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "out"
+    assert audit.main(["--input", str(data), "--metrics", "agentic", "--agentic-correctness", "tools",
+                       "--agentic-k", "1", "--no-report", "--output", str(out)]) == 0
+    summary = json.loads((out / "results.json").read_text(encoding="utf-8"))["summary"]["metrics"]["agentic"]
+    dead = [json.loads(line) for f in glob.glob(str(out / "dead_letter" / "*.jsonl"))
+            for line in open(f, encoding="utf-8") if line.strip()]
+    assert summary["dead_letters"] == len(dead) == 2, (summary, dead)
+    assert list(summary["dead_letter_reasons"]) == [d["reason"] for d in dead[:1]], (summary, dead)
+    assert all("agentic.tools_used[0] has no tool_name" in d["reason"] and "malformed trace" not in d["reason"]
+               for d in dead), dead

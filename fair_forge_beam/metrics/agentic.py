@@ -30,6 +30,9 @@ and is left out of ``n`` — never scored 0 (upstream scores judge failures 0.0)
 for the whole conversation (all turns' calls in ``(turn_index, step)`` order). A malformed trace
 (a call without ``tool_name``, non-object ``parameters``, ...) gives ``tool_correctness = None``
 and a dead letter with stage ``"agentic_tools"``; the interaction keeps its answer correctness.
+In ``"tools"`` mode it has none: its one dead letter (stage ``"agentic"``) gives the trace's own
+reason (``tool correctness not computed: agentic.tools_used[0] has no tool_name``), the one the
+summary groups (trial40 J6: it said "no tool correctness (…, or a malformed trace)").
 A call without ``parameters`` is valid (``{}``).
 
 **Per conversation**: ``n`` scored interactions, ``c`` correct; plug-in pass@k = ``1 − (1 −
@@ -125,13 +128,14 @@ class _Score(beam.DoFn):
     def process(self, x: Interaction):
         skey = session_key_of(x)
         tool = None
+        no_tool = "no ground_truth_agentic.expected_tools"  # why tool correctness is None (the summary's reason)
         try:
             tool = tool_correctness(x.agentic, x.ground_truth_agentic, self.weights, self.tool_threshold)
         except ToolTraceError as exc:
-            raw = {"agentic": x.agentic, "ground_truth_agentic": x.ground_truth_agentic}
-            yield beam.pvalue.TaggedOutput(
-                DEAD, dead_letter(TOOLS_STAGE, f"tool correctness not computed: {plain_reason(exc)}", raw, x.element_id)
-            )
+            no_tool = f"tool correctness not computed: {plain_reason(exc)}"
+            if self.source != "tools":  # scored by its label or the judge: the trace's own dead letter
+                raw = {"agentic": x.agentic, "ground_truth_agentic": x.ground_truth_agentic}
+                yield beam.pvalue.TaggedOutput(DEAD, dead_letter(TOOLS_STAGE, no_tool, raw, x.element_id))
         task = read_path(x, self.task_field) if self.task_field else None
         meta = {
             "turn_index": x.turn_index,
@@ -156,8 +160,9 @@ class _Score(beam.DoFn):
                 except ValueError as exc:
                     fail = f"label {quoted(self.label_field)} {plain_reason(exc)}"
         elif self.source == "tools":
-            if tool is None:
-                fail = "no tool correctness (no ground_truth_agentic.expected_tools, or a malformed trace)"
+            if tool is None:  # the precise reason, the one the summary groups (trial40 J6: it said "no
+                # tool correctness (no … expected_tools, or a malformed trace)" for "tools_used[0] has no tool_name")
+                fail = no_tool if no_tool.startswith("tool correctness") else f"no tool correctness: {no_tool}"
             else:
                 meta["score"] = tool["overall_correctness"]
                 meta["reasoning"] = tool["reasoning"]
