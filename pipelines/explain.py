@@ -46,6 +46,24 @@ def load_hf(name: str, seed: int = 0):
     return AutoModelForCausalLM.from_pretrained(name).eval(), AutoTokenizer.from_pretrained(name)
 
 
+def _id_counts(lines) -> dict:
+    """``{id: items given it}`` of the input's ``(line number, bytes)`` lines, one item at a time (a line
+    that is no item, or an item without a usable id, is the pipeline's dead letter and counts here as none)."""
+    from fair_forge_beam.explainability.attributions import read_item_id
+    from fair_forge_beam.io.edge import loads
+
+    counts: dict = {}
+    for _, text in lines:
+        try:
+            item = loads(text.decode("utf-8"))
+        except Exception:  # noqa: BLE001 - not an item: its dead letter says why
+            continue
+        iid = read_item_id(item)[0]
+        if iid is not None:
+            counts[iid] = counts.get(iid, 0) + 1
+    return counts
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam.options import OneLineErrorParser, beam_option, user_path
     from fair_forge_beam.progress import cli_logging
@@ -74,7 +92,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.max_length < 1:
         parser.error("--max-length must be >= 1")
 
-    from fair_forge_beam.explainability.attributions import ExplainAttributions, require_interpreto
+    from fair_forge_beam.explainability.attributions import ExplainAttributions, repeated_ids_warning, require_interpreto
 
     try:
         require_interpreto()
@@ -98,7 +116,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             yield loads(text)
         except Exception as exc:  # bad JSON line: dead letter, never a crash
             raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
-            yield beam.pvalue.TaggedOutput("bad", dead_letter("explain.read", f"invalid JSON: {exc}", raw, source=f"{args.input}:{no}"))
+            import json
+
+            from fair_forge_beam.plain import plain_reason
+
+            # valid JSON that is no text (a lone surrogate) is not "invalid JSON" (trial40 J6's class)
+            why = f"invalid JSON: {exc}" if isinstance(exc, json.JSONDecodeError) else plain_reason(exc)
+            yield beam.pvalue.TaggedOutput("bad", dead_letter("explain.read", why, raw, source=f"{args.input}:{no}"))
 
     from fair_forge_beam.reports.output_folder import MARKER, check_no_other_run, check_output_folder, staged_output
 
@@ -119,6 +143,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if not lines:  # told before the model is loaded: an input with no item is an empty run (exit 4), as the stages'
         fail_empty_run(f"no input record ({args.input} holds no item)", args.output, prog="explain", allow_empty=False)
+    repeated = repeated_ids_warning(_id_counts(lines), args.input)  # trial40 J7: said without a word before
+    if repeated:
+        import logging
+
+        logging.getLogger("fair_forge_beam.explain").warning(repeated)
     loader = functools.partial(load_hf, args.model, args.seed)
     # written into a stage beside --output and swapped into place only when every file is (as the audit's):
     # a killed or failing run leaves the previous folder whole (its shards were overwritten in place)

@@ -336,3 +336,37 @@ def test_an_item_with_interpretos_mask_token_is_refused_in_any_position(tmp_path
     assert reasons["r3"].startswith("the prompt holds '[REPLACE]'"), reasons
     assert "its special token '[PAD]' (a control token of the model, not text)" in reasons["p1"], reasons
     assert "out of its vocabulary" not in reasons["p1"]
+
+
+def test_repeated_ids_are_a_warning_and_an_item_without_an_id_a_dead_letter(tmp_path, caplog, capsys):
+    """trial40 J7: two items with id "1" and one with a null id were explained without a word; the
+    attributions held two rows with id "1" and one with id null (a consumer joining by id gets a
+    collision, or a row it cannot join). A repeated id is one warning line (every item explained, as
+    the audit does for a repeated qa_id); an item without a usable id is a dead letter, before the model.
+    A lone surrogate is named as such, not "invalid JSON"."""
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    import json
+
+    from pipelines import explain
+
+    from fair_forge_beam.io.write import read_jsonl_shards
+
+    inp, out = tmp_path / "items.jsonl", tmp_path / "o"
+    items = [{"id": "1", "prompt": "the cat sat", "target": "on a mat"}, {"id": 1, "prompt": "a dog ran", "target": "fast"},
+             {"id": None, "prompt": "the cat sat", "target": "on a mat"}, {"prompt": "the cat sat", "target": "on a mat"},
+             {"id": " ", "prompt": "the cat sat", "target": "on a mat"}, {"id": ["x"], "prompt": "the cat sat", "target": "ok"}]
+    inp.write_text("".join(json.dumps(i) + "\n" for i in items) + '{"id": "s", "prompt": "a \\ud800", "target": "b"}\n',
+                   encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert explain.main(["--input", str(inp), "--output", str(out), "--model", "tiny-random", "--method", "Occlusion",
+                             "--no-report"]) == 0
+    said = [r.getMessage() for r in caplog.records if "more than once" in r.getMessage()]
+    assert said == [f"1 item id given more than once in {inp}: '1' (2 times); every item is explained, and their "
+                    "attributions share the id (a join by id cannot tell them apart): give each item its own id"], said
+    assert sorted(r["id"] for r in read_jsonl_shards(str(out / "attributions"))) == ["1", "1"]
+    dead = read_jsonl_shards(str(out / "dead_letter"))
+    reasons = sorted(d["reason"].split(":")[0] for d in dead)
+    assert reasons == ["prompt holds a lone surrogate U+D800", "the item has a blank 'id'", "the item has a null 'id'",
+                       "the item has no 'id'", "the item's 'id' is a list, not text or a number; give every item its own 'id'"
+                       ], reasons
+    assert "8 item(s)" not in capsys.readouterr().out

@@ -25,7 +25,7 @@ from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["AttributionExplainer", "ModelFailure", "blank_text_reason", "InterpretoResultParser", "compute_attributions", "min_max_normalize",
-           "ExplainAttributions", "require_interpreto", "item_seed"]
+           "ExplainAttributions", "require_interpreto", "item_seed", "read_item_id", "repeated_ids_warning"]
 
 EXTRA_HINT = "pip install 'fair_forge_beam[explain]' (installs interpreto)"
 
@@ -347,6 +347,39 @@ def compute_attributions(model, tokenizer, prompt: str, target: str, method=Attr
     return AttributionExplainer(model, tokenizer).explain(prompt, target, method, granularity, **kwargs)
 
 
+def read_item_id(item: Any) -> tuple[Optional[str], Optional[str]]:
+    """``(id, None)``: an item's ``id`` as its attributions carry it (text; a number as its text), or
+    ``(None, why)`` for an item with none to carry: no ``id``, a null or blank one, or one that is not
+    text or a number. Such an item is a dead letter: an attribution row with ``id`` null cannot be
+    joined back to its item (trial40 J7: one was written without a word)."""
+    if not isinstance(item, Mapping):
+        return None, None  # not an item at all: the item check says so
+    value = item.get("id")
+    if value is None or (isinstance(value, str) and is_blank(value)):
+        said = "no 'id'" if "id" not in item else ("a null 'id'" if value is None else "a blank 'id'")
+        return None, (f"the item has {said}: its attributions could not be joined back to it; give every item "
+                      "its own 'id' (text or a number)")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        from fair_forge_beam.plain import json_kind
+
+        return None, f"the item's 'id' is {json_kind(value)}, not text or a number; give every item its own 'id'"
+    return str(value), None
+
+
+def repeated_ids_warning(counts: Mapping[str, int], where: str) -> Optional[str]:
+    """One warning line naming the ids ``counts`` (id → items given it) holds more than once, or
+    ``None``: every item is explained, and the attributions of a repeated id share it, so a join
+    by id cannot tell them apart (trial40 J7; the audit warns of a repeated ``qa_id`` alike)."""
+    from fair_forge_beam.io.elements import repeats_named
+
+    named = repeats_named(counts, quoted)
+    if named is None:
+        return None
+    n, text = named
+    return (f"{n} item id{'s' if n > 1 else ''} given more than once in {where}: {text}; every item is explained, "
+            "and their attributions share the id (a join by id cannot tell them apart): give each item its own id")
+
+
 class _ExplainFn(beam.DoFn):
     DEAD = "dead_letters"
 
@@ -360,7 +393,10 @@ class _ExplainFn(beam.DoFn):
     def process(self, item):
         from fair_forge_beam.io.elements import dead_letter
 
-        item_id = str(item.get("id")) if isinstance(item, Mapping) and item.get("id") is not None else None
+        item_id, no_id = read_item_id(item)
+        if no_id is not None:  # before the model: its attributions would carry no id to join them by
+            yield beam.pvalue.TaggedOutput(self.DEAD, dead_letter("explain", no_id, item))
+            return
         try:
             if not isinstance(item, Mapping) or not isinstance(item.get("prompt"), str) or not isinstance(item.get("target"), str):
                 raise ValueError("an item needs text 'prompt' and 'target'")
