@@ -103,8 +103,8 @@ def _head(kind: str, room: int, t: int) -> str:
 def cut_reason(kind: str) -> str:
     """``kind`` as it is when at most 160 characters, else its start and its end with `` … ``
     between (see :func:`reason_class`), cut so that it never says what ``kind`` does not: the end
-    starts at the start of its clause (after ``: ``, ``; ``, ``, `` or at ``(``) when that clause
-    fits in 100 characters, else at a word; the start ends between words. A clause shown in part
+    is its whole last clauses (each starts after ``: ``, ``; ``, ``, `` or at ``(``), as many as fit
+    in 100 characters, or when the last does not fit, starts at a word; the start ends between words. A clause shown in part
     keeps every negation of it (``not``, ``no``, ``cannot`` …): trial40 J6's ``the answer: is not
     valid JSON (…)`` read ``the answer: is … valid JSON (…)``. A negation too far from the end to be
     in it is shown with the words after it and a second `` …``, as is the last negation of a reason
@@ -112,13 +112,14 @@ def cut_reason(kind: str) -> str:
     if len(kind) <= REASON_LIMIT:
         return kind
     # the end: from a word up to 15 characters before its 57 (a cut inside a word lost "incor" of
-    # "incorrect header check"), moved back to its clause's start when the clause fits
+    # "incorrect header check"), moved back to the first of the whole trailing clauses that fit
     start = len(kind) - _TAIL
     space = kind.rfind(" ", start - 15, start + 1)
     t = space + 1 if space != -1 else start
+    fits = [m.start() for m in _CLAUSE_START.finditer(kind, max(len(kind) - _TAIL_MAX, 1), t + 1)]
+    if fits:  # whole trailing clauses, as many as fit: "extra_key: is not a field …" keeps its key
+        t = fits[0]
     c = _clause_start(kind, t)
-    if 0 < c < t and len(kind) - c <= _TAIL_MAX:
-        t = c
     negations = [m.start() for m in NEGATION.finditer(kind, c, t)] if c < t else []
     n = negations[-1] if negations else None
     if n is not None and len(kind) - n <= _TAIL_MAX:

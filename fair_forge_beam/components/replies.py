@@ -189,8 +189,7 @@ def is_streamed_body(content_type: Any, body: str) -> bool:
 
 
 #: a streamed reply to a request that asked for a whole one (callers never send ``stream``)
-STREAMED_REPLY = ("the body is a streamed reply (text/event-stream 'data:' events) the request did not ask for "
-                  "(it sets no 'stream')")
+STREAMED_REPLY = "the body is a streamed reply ('data:' events) the request did not ask for"  # short: a summary shows it whole
 
 
 def chat_completion_body(client: Any, limit: int, **create_kwargs: Any) -> tuple:
