@@ -233,7 +233,14 @@ class MetricSpec:
             in one run only straight to the slices, without reducing it again. ``None``: a roll-up
             reduces every session of this metric again.
         scored: ``session record dict -> bool``, whether the metric scored something in that
-            session (:func:`session_scored`; ``None``: its ``n_interactions`` is above 0).
+            session (:func:`session_scored`; ``None``: its ``n_interactions`` is above 0). A
+            session it does not pass is read and left out of the estimates after a verdict
+            (results.json's ``interactions_left_out``: BestOf's walkovers, Regulatory's
+            IRRELEVANT-only sessions), unless the test returns ``None``: the metric judged nothing
+            in it (every judgement failed: its dead letters say why), so its interactions are
+            only not scored, as a dead-lettered interaction of any metric
+            (:func:`~fair_forge_beam.reports.results.session_outcome`; the empty-run rule,
+            :mod:`~fair_forge_beam.reports.empty_run`).
         evidence: the kinds of per-session evidence some of the metric's estimates rest on
             (:class:`Evidence`: e.g. Toxicity's group-fairness estimates rest on the sessions whose
             answers name a group): the slice combine counts, per kind, the scored sessions that

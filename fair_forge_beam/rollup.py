@@ -1393,7 +1393,7 @@ def _copied_scored(runs: Sequence[str], metrics: Sequence[str], merged, tests: O
     leaves out go to the second dict (``interactions_left_out``). Returns ``(scored, left_out)``."""
     import pyarrow.compute as pc
 
-    from fair_forge_beam.reports.results import session_records
+    from fair_forge_beam.reports.results import session_outcome, session_records
 
     out, left = {}, {}
     if merged is None:
@@ -1407,9 +1407,10 @@ def _copied_scored(runs: Sequence[str], metrics: Sequence[str], merged, tests: O
                     t = _read_parquet(path, None)
                     for rec in session_records(t.filter(_reused_mask(t, merged))):
                         k = int(rec.get("n_interactions") or 0)
-                        if test(rec):
+                        outcome = session_outcome(test, rec)
+                        if outcome == "scored":
                             n += k
-                        elif k:
+                        elif outcome == "left_out" and k:
                             left[m] = left.get(m, 0) + k
                     continue
                 t = _read_parquet(path, ["session_id", "assistant_id", "n_interactions"])

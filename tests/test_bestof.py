@@ -184,19 +184,21 @@ def test_all_pairs_on_the_original_example_in_the_main_job(tmp_path, shared_dir,
     summary = doc["summary"]["metrics"]["bestof"]
     # scored: the interactions of the blocks the ranking rests on (MetricSpec.scored, the slices'
     # n_blocks): the example's 12; zz-fail's 2 (its match failed) and the walkover's 3 (trial35 T7:
-    # "60 scored, 0 not scored" when 57 of 60 were in walkovers) are read, not scored
+    # "60 scored, 0 not scored" when 57 of 60 were in walkovers) are read, not scored; only the
+    # walkover's are left out after a verdict (zz-fail was never judged: its failed match is a dead
+    # letter, trial40 J1)
     assert (summary["scored"], summary["interactions_scored"], summary["interactions_not_scored"]) == (12, 12, 5)
-    assert summary["interactions_left_out"] == 5
+    assert summary["interactions_left_out"] == 3
     from fair_forge_beam.reports.summary import metric_summary_lines
 
     assert metric_summary_lines("bestof", summary, 17)[0] == (
-        "bestof: interactions: 12 scored, 5 not scored (of 17 read; 5 of them in blocks never compared "
-        "(walkovers, failed matches))")
+        "bestof: interactions: 12 scored, 5 not scored (of 17 read; 3 of them in blocks never compared "
+        "(walkovers))")
     assert summary["dead_letters"] == 1
     # the report's session count says which of them the table rests on
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert "3 sessions (1 scored: the estimates rest on these)" in page
-    assert "5 not scored (5 of them in blocks never compared (walkovers, failed matches))" in page
+    assert "5 not scored (3 of them in blocks never compared (walkovers))" in page
     # the slice table's n counts the walkovers' interactions too (17 beside '12 scored'): its header
     # says so (trial35b B9)
     assert ">n read</th><th>sessions</th>" in page and "<th>slice</th><th>n</th>" not in page

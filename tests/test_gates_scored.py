@@ -140,7 +140,7 @@ def test_the_slice_tables_n_says_it_counts_the_interactions_read_beside_the_scor
     head = next(ln for ln in text.splitlines() if ln.lstrip().startswith("slice"))
     assert head.split() == ["slice", "n", "read", "sessions"]
     assert ("  n read: the interactions of the slice's sessions bestof read, with those in blocks never compared "
-            "(walkovers, failed matches) (48 in the run), which its estimates leave out; sessions: those the "
+            "(walkovers) (48 in the run), which its estimates leave out; sessions: those the "
             "estimates rest on") in text.splitlines()
     plain = summary_table(doc(0), "out", [])
     assert "n read" not in plain and "  slice             n  sessions" in plain.splitlines()

@@ -83,7 +83,9 @@ from fair_forge_beam.statistical.base import StatisticalMode
 from fair_forge_beam.statistical.combiners import AccumulatorOutput
 from fair_forge_beam.statistical.slices import SINGLE_SESSION_NOTE, single_session, slice_estimate, slice_win_rate
 from fair_forge_beam.statistical.bradley_terry import (
+    STRENGTH_TIE_TOLERANCE,
     SliceStatsCombineFn,
+    competition_ranks,
     counts_by_player,
     elo_scale,
     estimate_bradley_terry,
@@ -399,10 +401,16 @@ class _BlockReducer(SessionReducer):
         return first.record, first.unit, warnings, list(first.contests)
 
 
-def _block_scored(record: dict) -> bool:
+def _block_scored(record: dict) -> Optional[bool]:
     """A block counts toward its slices' ``n_blocks`` when it holds a contest (a judged match, or a
-    tie of identical answers): a walkover or a block whose every match failed ranks no one."""
-    return bool(record.get("bestof_contests"))
+    tie of identical answers): True. A walkover ranks no one but has its verdict (a winner without a
+    match): False, left out. A block whose every match failed was never judged: None, neither
+    scored nor left out (its failed matches are dead letters), so a run whose every match failed
+    scored nothing and is an empty run, as any judged metric's whose every judgement failed
+    (``MetricSpec.scored``; trial40 J1)."""
+    if record.get("bestof_contests"):
+        return True
+    return False if record.get("status") == "walkover" else None
 
 
 class _RankSlice(SliceEstimator):
@@ -442,21 +450,35 @@ class _RankSlice(SliceEstimator):
             wr = r["win_rate"]
             return (s is None, -(s or 0.0), wr is None, -(wr or 0.0), -r["blocks_won"], r["assistant_id"])
 
-        rows.sort(key=order)
-        for k, r in enumerate(rows, start=1):
+        rows.sort(key=order)  # the order rows are listed in; their ranks come from the estimates alone
+        # the tie rule (docs/metrics/bestof.md): standard competition ranks of the estimate — the
+        # strength (MLE, or the posterior mode in Bayesian mode, never the MC draws) when it exists,
+        # else the win rate — equal estimates share a rank; a contestant with no judged match has none
+        by_strength = any(r["strength"]["mean"] is not None for r in rows)
+        ranks = competition_ranks([r["strength"]["mean"] if by_strength else r["win_rate"] for r in rows],
+                                  STRENGTH_TIE_TOLERANCE if by_strength else 0.0)
+        for r, k in zip(rows, ranks):
             r["rank"] = k
+        n_contests = sum(sum(c) for _, c in pairs)
         estimator = f"{bt.estimator}; {SINGLE_SESSION_NOTE}" if one else bt.estimator
-        # the leader is the rank-1 assistant when it was compared: a slice whose blocks were all
-        # walkovers (or failed) has none, not a walkover-only assistant with the prior's win rate
-        # (trial35 T7: language=spanish, 0 blocks compared, 'leader sushi_bot 0.5000 [0.0250, 0.9750]')
-        leader = rows[0] if rows and rows[0]["wins"] + rows[0]["losses"] + rows[0]["ties"] else None
+        # the leader is the one rank-1 assistant: none when no match was judged (a slice whose blocks
+        # were all walkovers or failed, trial35 T7, trial40 J1) or when several share rank 1 (all
+        # ties, trial40 J4: never the first id of a tie)
+        top = [r for r in rows if r["rank"] == 1]
+        leader = top[0] if len(top) == 1 else None
+        if not n_contests:
+            estimator = "not estimated: no match was judged in this slice (its blocks were walkovers or failed)"
+        elif len(top) > 1:
+            estimator += (f"; no leader: {len(top)} contestants share rank 1 "
+                          f"(equal {'strengths' if by_strength else 'win rates'})")
         rec = BestOfSliceMetric(
             slice=key, mode=self.mode.get_result_type(), bestof_mode=self.bestof_mode, n_blocks=n_blocks,
-            n_interactions=n_interactions, n_contests=sum(sum(c) for _, c in pairs), n_failed=n_failed,
+            n_interactions=n_interactions, n_contests=n_contests, n_failed=n_failed,
             leader=leader["assistant_id"] if leader else None,
             leader_win_rate=slice_win_rate(leader["wins"], leader["losses"], leader["ties"], n_blocks, self.mode)
             if leader else Estimate(),
-            ranking=rows, estimator=estimator, mle_exists=fit.mle_exists, judge_model=self.judge_model,
+            ranking=rows, estimator=estimator, mle_exists=fit.mle_exists if n_contests else None,
+            judge_model=self.judge_model,
         )
         return [rec]
 
@@ -570,7 +592,7 @@ class BestOf(MetricTransform):
                                 ("block_id", "round", "left_id", "right_id", "winner_id", "confidence", "verdict",
                                  "judged"), "bestof_"),),
         dead_letter_unit="failed matches (one per judge call between two contestants)",
-        left_out="blocks never compared (walkovers, failed matches)",
+        left_out="blocks never compared (walkovers)",
         slice_dimensions=BESTOF_SLICES,
         sessions_field="n_blocks",  # the resampling unit: a block (a session, or one question)
         sessions_unit="block",

@@ -56,7 +56,9 @@ def empty_run_reason(doc: dict, coverage_gated: bool = False, inputs: str = "the
     ``interactions_scored`` is 0 → it scored nothing (with its dead letters and their most common
     reason) — not when its sessions were read and its estimates leave them out
     (``interactions_left_out``: Regulatory's IRRELEVANT-only sessions, BestOf's walkovers: the metric
-    gave them a verdict, its slices say the estimates rest on 0 sessions) — unless ``coverage_gated`` (the run has a coverage gate: the module docstring). The
+    gave them a verdict, its slices say the estimates rest on 0 sessions; a session the metric
+    judged nothing in, such as a BestOf block whose every match failed, is not left out:
+    :func:`~fair_forge_beam.reports.results.session_outcome`) — unless ``coverage_gated`` (the run has a coverage gate: the module docstring). The
     text comes partly from the data: print it through ``reports.summary.printable``.
     """
     s = doc.get("summary") or {}

@@ -637,6 +637,16 @@ def plot_agentic(metric: dict, config: dict) -> list:
     return out
 
 
+def _rank_label(row: dict, ranking: Sequence[dict]) -> str:
+    """A ranking row's label: ``"1. a"``; ``"1= a"`` for a rank it shares (equal estimates,
+    docs/metrics/bestof.md); ``"– a"`` without a rank (no judged match)."""
+    rank = row.get("rank")
+    if rank is None:
+        return f"– {row.get('assistant_id')}"
+    shared = sum(r.get("rank") == rank for r in ranking) > 1
+    return f"{rank}{'=' if shared else '.'} {row.get('assistant_id')}"
+
+
 def plot_bestof(metric: dict, config: dict) -> list:
     """The ranking of each of the largest slices: Bradley–Terry log-strength with its interval
     (win rate where no strength exists)."""
@@ -644,8 +654,8 @@ def plot_bestof(metric: dict, config: dict) -> list:
     ranked = [s for s in metric.get("slices") or [] if s.get("ranking")]
     chosen, left = pick_slices(ranked, 3, (), "bestof")  # by size: a ranking has no single value to compare
     for s in chosen:
-        ranking = sorted(s["ranking"], key=lambda r: r.get("rank", 0))
-        labels = [f"{r.get('rank')}. {r.get('assistant_id')}" for r in ranking]
+        ranking = sorted(s["ranking"], key=lambda r: (r.get("rank") is None, r.get("rank") or 0))  # stable: listed order
+        labels = [_rank_label(r, ranking) for r in ranking]
         has_strength = any((r.get("strength") or {}).get("mean") is not None for r in ranking)
         ests = [r.get("strength") if has_strength else {"mean": r.get("win_rate"), "ci_low": None, "ci_high": None}
                 for r in ranking]

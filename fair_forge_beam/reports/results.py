@@ -599,8 +599,9 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
     under the older key ``scored``), ``interactions_not_scored`` (interactions read that did not:
     ``interactions_read − interactions_scored``, never below 0), ``interactions_left_out`` (only
     when above 0: of those not scored, the interactions of sessions the metric read and its
-    estimates leave out, ``MetricSpec.scored``: BestOf's walkover and failed blocks, Regulatory's
-    sessions without a rated interaction; from ``left_out``), ``dead_letters`` (records the
+    estimates leave out after a verdict, ``MetricSpec.scored``: BestOf's walkover blocks,
+    Regulatory's sessions without a rated interaction; from ``left_out``; not a block whose every
+    match failed: :func:`session_outcome`), ``dead_letters`` (records the
     metric's stage dead-lettered; :func:`dead_letter_unit` says what one stands for, e.g. one
     failed guardian verdict per interaction *and* attribute for Bias) and
     ``dead_letter_reasons`` (counts per group of reasons, adding up to ``dead_letters``; a group is
@@ -758,9 +759,9 @@ class _ScoredPerBundle(beam.DoFn):
 
     def process(self, rec):
         n = int(rec.get("n_interactions") or 0)
-        kept = self.scored is None or self.scored(rec)
-        self._n = (self._n or 0) + (n if kept else 0)
-        self._left_out += 0 if kept else n
+        outcome = session_outcome(self.scored, rec)
+        self._n = (self._n or 0) + (n if outcome == "scored" else 0)
+        self._left_out += n if outcome == "left_out" else 0
 
     def finish_bundle(self):
         if self._n is not None:
@@ -770,6 +771,20 @@ class _ScoredPerBundle(beam.DoFn):
             if self._left_out:
                 yield GlobalWindows.windowed_value(("left_out", self.metric, self._left_out))
         self._n = None
+
+
+def session_outcome(test, rec: dict) -> Optional[str]:
+    """What a metric's session record ``rec`` counts as in ``summary.metrics.<name>``: ``"scored"``
+    (its interactions are ``interactions_scored``), ``"left_out"`` (read and given a verdict that
+    its estimates leave out: ``interactions_left_out``) or ``None`` (the metric judged nothing in
+    it, every judgement failed: only not scored). ``test``: the metric's ``MetricSpec.scored``
+    (``None``: every record is scored; the test returning ``None``: judged nothing). One rule for
+    the audit's counts and a roll-up's (``rollup._copied_scored``), on which the empty-run rule
+    rests (:func:`~fair_forge_beam.reports.empty_run.empty_run_reason`)."""
+    if test is None:
+        return "scored"
+    kept = test(rec)
+    return "scored" if kept else None if kept is None else "left_out"
 
 
 def scored_tests(specs: dict) -> dict:

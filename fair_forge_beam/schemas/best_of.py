@@ -120,7 +120,10 @@ class BestOfMetric(BaseMetric):
 class BestOfRanking(BaseModel):
     """One contestant in a slice's ranking.
 
-    ``rank``: 1 = best (Bradley–Terry strength when it exists, else win rate; ties by id).
+    ``rank``: 1 = best, by the Bradley–Terry strength when it exists (the MLE; Bayesian: the
+    posterior mode), else by the win rate; equal estimates share a rank (standard competition
+    ranking: 1, 1, 3; strengths within ``STRENGTH_TIE_TOLERANCE`` are equal), never broken by id or
+    by the MC draws; None for a contestant with no judged match (docs/metrics/bestof.md, ties).
     ``blocks``: blocks entered; ``blocks_won``: blocks it won. ``wins`` / ``losses`` / ``ties``:
     judged matches. ``win_rate`` = (wins + ties/2) / matches, None without matches.
     ``strength``: Bradley–Terry log-strength (sum 0 over ranked contestants; ``mean`` None
@@ -133,7 +136,7 @@ class BestOfRanking(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     assistant_id: str
-    rank: int
+    rank: Optional[int] = None
     blocks: int = 0
     blocks_won: int = 0
     wins: int = 0
@@ -151,9 +154,11 @@ class BestOfSliceMetric(BaseModel):
 
     ``n_blocks`` (blocks holding a contest: the engine's count of scored sessions, docs/engine.md;
     a walkover or a block whose every match failed is not counted), ``n_interactions``,
-    ``n_contests`` (judged matches), ``n_failed`` (failed judgements). ``leader``: rank-1 contestant; ``leader_win_rate``: its win rate as an
-    :class:`Estimate`. ``estimator``: what produced the strengths (MLE / Laplace posterior,
-    ties as half wins); ``mle_exists``: Ford's condition on the verdict graph.
+    ``n_contests`` (judged matches), ``n_failed`` (failed judgements). ``leader``: the one rank-1
+    contestant, None when several share rank 1 (equal estimates) or no match was judged;
+    ``leader_win_rate``: its win rate as an :class:`Estimate`. ``estimator``: what produced the
+    strengths (MLE / Laplace posterior, ties as half wins; "not estimated: …" without a judged
+    match); ``mle_exists``: Ford's condition on the verdict graph, None without a judged match.
     """
 
     model_config = ConfigDict(extra="ignore")
