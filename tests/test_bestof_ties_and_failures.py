@@ -106,7 +106,7 @@ def test_all_ties_share_rank_one_and_name_no_leader(tmp_path, monkeypatch, mode,
         assert [r["rank"] for r in s["ranking"]] == [1] * n
         assert len({r["strength"]["mean"] for r in s["ranking"]}) == 1
         assert f"no leader: {n} contestants share rank 1" in s["estimator"]
-        if mode == "bayesian":  # P(best) is MC: its noise orders nothing (here it differs between the ties)
+        if mode == "bayesian":  # P(best) comes from the MC draws (noise, posterior widths): it ranks nothing
             assert sum(r["prob_best"] for r in s["ranking"]) == pytest.approx(1.0)
     assert [[r["rank"] for r in ranking] for ranking in _slice_parquet_rankings(out)] == [[1] * n] * 2
     page = (out / "report.html").read_text(encoding="utf-8")
