@@ -74,6 +74,24 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     from pipelines import audit
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser, args, audit_parser, audit_args, beam_args, config_gates = parse(argv)
+    root = args.output
+    audit_args.input, audit_args.output = [os.path.join(root, "run", "dataset.jsonl")], os.path.join(root, "audit")
+    with _removed_if_left_empty(root):
+        return _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, config_gates, argv)
+
+
+def parse(argv: Sequence[str]) -> tuple:
+    """The loop's options and the audit's from ``argv``: ``(parser, args, audit_parser, audit_args,
+    beam_args, config_gates)``. The options both read (:data:`SHARED_WITH_AUDIT`) get one value: the
+    one given on the loop's command line, else the audit's (its ``--config`` file's, else its
+    default). Before, the loop's defaults replaced the config file's values: ``--config`` with
+    ``metrics = "toxicity"`` and ``seed = 7`` audited Humanity with seed 42, without a word.
+
+    Raises:
+        SystemExit(2): a usage error (either parser's)."""
+    from pipelines import audit
+
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     from fair_forge_beam.console import expect_output
@@ -84,12 +102,26 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     # named as the loop in every usage error (the audit's parser said "fair-forge-beam: error")
     audit_parser = audit.build_parser(prog=parser.prog)
     audit_args, beam_args, config_gates = audit.parse_args(rest, audit_parser)
-    root = args.output
+    given = _given_on_the_command_line(parser, argv, SHARED_WITH_AUDIT)
     for d in SHARED_WITH_AUDIT:
-        setattr(audit_args, d, getattr(args, d))
-    audit_args.input, audit_args.output = [os.path.join(root, "run", "dataset.jsonl")], os.path.join(root, "audit")
-    with _removed_if_left_empty(root):
-        return _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, config_gates, argv)
+        if d in given:
+            setattr(audit_args, d, getattr(args, d))
+        else:
+            setattr(args, d, getattr(audit_args, d))
+    return parser, args, audit_parser, audit_args, beam_args, config_gates
+
+
+def _given_on_the_command_line(parser: argparse.ArgumentParser, argv: Sequence[str], dests: Sequence[str]) -> set:
+    """Which of ``dests`` ``argv`` gives (a value equal to the default included): parsed again with
+    a marker as their defaults (what is still the marker was not given), the defaults restored after."""
+    absent = object()
+    saved = {a.dest: a.default for a in parser._actions if a.dest in dests}
+    parser.set_defaults(**{d: absent for d in saved})
+    try:
+        parsed, _ = parser.parse_known_args(list(argv))
+    finally:
+        parser.set_defaults(**saved)
+    return {d for d in dests if getattr(parsed, d, absent) is not absent}
 
 
 @contextlib.contextmanager
