@@ -271,3 +271,20 @@ def for_its_mode(argv):
         elif a.split("=", 1)[0] not in drop:
             out.append(a)
     return out
+
+
+def uncounted_dead_letters(run: Path) -> tuple:
+    """``(dead letters written, dead letters results.json's summary counts)`` of the audit in ``run``:
+    every dead letter written to ``dead_letter/`` is counted once — ``rejected_at_read``,
+    ``assistant_failed``, each metric's ``dead_letters`` and ``stage_dead_letters``, and
+    ``other_dead_letters`` (trial40 J2/J3: the JQ stage's and the runner's were written, not counted)."""
+    import json
+
+    written = sum(1 for p in sorted((run / "dead_letter").glob("*")) if p.is_file()
+                  for line in p.read_text(encoding="utf-8").splitlines() if line.strip())
+    s = json.loads((run / "results.json").read_text(encoding="utf-8"))["summary"]
+    counted = s.get("rejected_at_read", 0) + s.get("assistant_failed", 0)
+    counted += sum(o["dead_letters"] for o in (s.get("other_dead_letters") or {}).values())
+    for m in s["metrics"].values():
+        counted += m["dead_letters"] + sum(p["dead_letters"] for p in (m.get("stage_dead_letters") or {}).values())
+    return written, counted

@@ -344,3 +344,46 @@ def test_bayesian_csr_of_sessions_and_slices_is_the_frequentist_quantity(tmp_pat
     assert {s["slice"] for s in out["slices"]} >= {"overall", "assistant_id=bot0", "assistant_id=bot1"}
     for s in out["slices"]:
         assert s["csr"]["mean"] == pytest.approx(1.0) and s["csr"]["ci_low"] <= 1.0 <= s["csr"]["ci_high"], s
+
+
+def test_failed_jq_judgements_and_generations_are_counted_in_the_summary_and_on_the_console(tmp_path, capsys):
+    """trial40 J2: every JQ verdict invalid wrote 2 × 3 dead letters of stage prompt_evaluator.jq, and
+    results.json said dead_letters 0, dead_letter_reasons {} and the console "0 not scored" with no word
+    (the summary counted the stage named after the metric only). Now each of the metric's stages is
+    counted in its own unit (stage_dead_letters), printed, and a JQ that scored nothing says so; a
+    failed generation (stage prompt_evaluator.generation) is counted the same way. Every dead letter
+    written is counted once."""
+    from helpers import uncounted_dead_letters
+    from pipelines.audit import run
+
+    def scripted(req):
+        if "You grade a response" in req.prompt:
+            return "no verdict in this answer"  # every JQ judgement is a dead letter
+        return "We open at nine."
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({
+        "session_id": sid, "assistant_id": "bot", "language": "english", "context": "",
+        "conversation": [{"qa_id": "q", "query": f"Hours {sid}?", "assistant": "", "ground_truth_assistant": "We open at nine."}]})
+        + "\n" for sid in ("s1", "s2")), encoding="utf-8")
+    faults = [Fault("bad_request", match="Hours s2?", attempts={2})]  # one of s2's 3 generations fails (HTTP 400)
+    with ScriptedOpenAIServer(scripted, faults=faults) as srv:
+        doc = run(["--metrics", "prompt_evaluator", "--similarity-embedder", "hashing", "--prompt-k", "3",
+                   "--seed-prompt", "You are a bakery's assistant.", "--prompt-jq-objective", "Give the opening hour.",
+                   "--generator-base-url", srv.base_url, "--generator-model", "gen", "--judge-retries", "0",
+                   "--judge-cache", str(tmp_path / "c.sqlite3"), "--no-report", "--input", str(data),
+                   "--output", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    pe = doc["summary"]["metrics"]["prompt_evaluator"]
+    assert (pe["interactions_scored"], pe["dead_letters"]) == (2, 0)
+    parts = pe["stage_dead_letters"]
+    assert list(parts) == ["prompt_evaluator.generation", "prompt_evaluator.jq"]
+    jq, gen = parts["prompt_evaluator.jq"], parts["prompt_evaluator.generation"]
+    assert jq["dead_letters"] == 5 and sum(jq["dead_letter_reasons"].values()) == 5  # 3 + 2 answers judged
+    assert jq["dead_letter_unit"].startswith("failed JQ judgements")
+    assert gen["dead_letters"] == 1 and gen["dead_letter_unit"].startswith("failed generations")
+    assert "HTTP 400" in next(iter(gen["dead_letter_reasons"]))
+    assert uncounted_dead_letters(tmp_path / "out") == (6, 6)
+    assert "  dead letters of stage prompt_evaluator.jq: 5 failed JQ judgements" in out
+    assert "  dead letters of stage prompt_evaluator.generation: 1 failed generations" in out
+    assert "  warning: JQ was asked for and scored nothing (its 5 dead letters above): jq is n/a in every slice" in out

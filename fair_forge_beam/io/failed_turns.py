@@ -11,6 +11,10 @@ from typing import Any, Mapping, Optional
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.elements import dead_letter
 
+#: the stage of a turn the assistant runner failed to answer: its dead letters in the runner's output and
+#: in the audit's (``results.json``'s ``summary.assistant_failed`` counts the audit's)
+RUNNER_STAGE = "runner"
+
 
 def failed_turn_reason(agentic: Any) -> Optional[str]:
     """The runner's error when ``agentic["runner"]["ok"]`` is false (a failed turn), else None."""
@@ -35,7 +39,7 @@ class SkipFailedTurns(beam.PTransform):
                 yield it
             else:
                 yield beam.pvalue.TaggedOutput("dead", dead_letter(
-                    "runner", f"the assistant call failed in the runner, not scored: {reason}",
+                    RUNNER_STAGE, f"the assistant call failed in the runner, not scored: {reason}",
                     {"qa_id": it.qa_id, "query": it.query, "assistant": it.assistant}, element_id=it.element_id))
 
     def expand(self, interactions):

@@ -108,11 +108,11 @@ USER_FIELDS = frozenset({"argv", "beam_args", "options", "config"})
 
 #: dict keys whose value is a dict keyed by text from outside (trial33 O1): the counts of dead letters
 #: per reason (``{"conversation[0]: weight: weight must be a number, got str '<the value>'": 1}``,
-#: results.json's ``rejected_at_read_reasons`` and ``dead_letter_reasons``). A reason quotes the
+#: results.json's ``rejected_at_read_reasons``, ``assistant_failed_reasons`` and ``dead_letter_reasons``). A reason quotes the
 #: record's value, so its keys are values: masked as values are (two keys that mask to the same
 #: text are merged, their counts added), and never kept as names (:func:`name_texts`). Before, a key
 #: quoted by a reason was in results.json and on the console even when the run registered it
-VALUE_KEYED_FIELDS = frozenset({"rejected_at_read_reasons", "dead_letter_reasons", "not_scored_reasons"})
+VALUE_KEYED_FIELDS = frozenset({"rejected_at_read_reasons", "assistant_failed_reasons", "dead_letter_reasons", "not_scored_reasons"})
 
 
 #: JSON's two-character escapes, by the character they stand for

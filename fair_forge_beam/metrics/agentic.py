@@ -73,7 +73,7 @@ from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import JudgeScorer, build_judge, request_key, session_of_key
 from fair_forge_beam.quoting import quoted
-from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
+from fair_forge_beam.schemas.metric_info import DeadLetterStage, EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.agentic import (
     AgenticInteraction,
     AgenticMetric,
@@ -439,6 +439,9 @@ class Agentic(MetricTransform):
                            "agentic_"),
             ParquetColumns("fair_forge_beam.schemas.agentic:AgenticInteraction", ("reasoning",)),
         ),
+        dead_letter_stages=(DeadLetterStage(TOOLS_STAGE, "interactions whose tool correctness was not computed (a "
+                                                         "malformed tool trace; the interaction's tool_correctness is null)",
+                                            part="tool correctness"),),
         plot="plot_agentic",
     )
     interaction_schema = AgenticInteraction

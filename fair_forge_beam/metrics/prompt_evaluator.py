@@ -63,7 +63,7 @@ from fair_forge_beam.engine import (
 from fair_forge_beam.metrics.base import MetricResults, MetricTransform
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS
-from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
+from fair_forge_beam.schemas.metric_info import DeadLetterStage, EstimateInfo, MetricInfo, ParquetColumns
 from fair_forge_beam.schemas.prompt_evaluator import (
     JQJudgeOutput,
     PromptEvaluatorMetric,
@@ -86,6 +86,9 @@ from fair_forge_beam.arguments import checks_arguments
 __all__ = ["PromptEvaluator", "OptionalCombineFn", "generation_messages", "jq_messages", "check_k", "check_tau"]
 
 NAME = "prompt_evaluator"
+#: the stages of a failed generation and of a failed JQ judgement (counted apart: ``MetricInfo.dead_letter_stages``)
+GENERATION_STAGE = f"{NAME}.generation"
+JQ_STAGE = f"{NAME}.jq"
 META = "meta"
 GENS = "generations"
 JQREQ = "jq_requests"
@@ -308,7 +311,7 @@ def _generate_and_score(m: "PromptEvaluator", interactions) -> dict:
     return {
         "parts": scored.main | "QueryScores" >> beam.Map(_query_score),
         "requests": scored[JQREQ] | "AsJQRequests" >> beam.Map(lambda r: r).with_output_types(JudgeRequest),
-        "dead_letter": [fan[DEAD], scored[DEAD], gen.dead_letters | "RestageGeneration" >> beam.Map(restage(f"{NAME}.generation", ""))],
+        "dead_letter": [fan[DEAD], scored[DEAD], gen.dead_letters | "RestageGeneration" >> beam.Map(restage(GENERATION_STAGE, ""))],
         "quality": scored[QUALITY],
     }
 
@@ -332,7 +335,7 @@ def _jq_scorer(m: "PromptEvaluator"):
     the JQ requests (``RunJudge``, one judgement per answer)."""
     from fair_forge_beam.metrics.judged import JudgeScorer
 
-    return JudgeScorer(m.judge, lambda interactions: _generate_and_score(m, interactions), _jq_part, f"{NAME}.jq",
+    return JudgeScorer(m.judge, lambda interactions: _generate_and_score(m, interactions), _jq_part, JQ_STAGE,
                        label="JQ", reason_prefix="")
 
 
@@ -530,6 +533,13 @@ class PromptEvaluator(MetricTransform):
         parquet=(ParquetColumns("fair_forge_beam.schemas.prompt_evaluator:QuerySampleMetrics",
                                 ("csr", "stability", "semantic_entropy", "rss", "icr", "jq", "n_clusters", "n_samples"),
                                 "prompt_evaluator_"),),
+        # a query with no generation at all is the metric's own dead letter (one interaction each); these count apart
+        dead_letter_stages=(
+            DeadLetterStage(GENERATION_STAGE, "failed generations (one per prompt and sample; the query is scored on "
+                                              "the answers that succeeded)", part="generation"),
+            DeadLetterStage(JQ_STAGE, "failed JQ judgements (one per generated answer; JQ leaves them out)",
+                            part="JQ", feeds="jq"),
+        ),
     )
     interaction_schema = QuerySampleMetrics
     session_schema = PromptEvaluatorMetric

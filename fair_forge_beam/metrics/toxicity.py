@@ -38,7 +38,8 @@ from fair_forge_beam.engine import AUX, DEAD, QUALITY, SCORE_IDS, Evidence, Metr
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.slices import SLICE_DIMENSIONS
-from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
+from fair_forge_beam.components.clustering import STAGE as CLUSTER_STAGE
+from fair_forge_beam.schemas.metric_info import DeadLetterStage, EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.streaming.windows import window_seed_parts
 from fair_forge_beam.schemas.toxicity import (
     GroupEstimates,
@@ -463,6 +464,10 @@ TOXICITY_INFO = MetricInfo(
                             "toxicity_"),),
     # the observed share k/n in both modes: toxic_rate.mean is Bayesian's posterior mean (0 of 2: 0.25)
     session_histograms=(SessionHistogram("toxic share (k/n)", share_of=("n_toxic", "n_interactions")),),
+    # --toxicity-clustering: an answer the cluster profile could not take (its embedding) is a dead letter of its own stage
+    dead_letter_stages=(DeadLetterStage(CLUSTER_STAGE, "answers the cluster profile could not fit or place (one per "
+                                                       "answer embedding; the answer is scored, its cluster left out)",
+                                        part="cluster profile"),),
     plot="plot_toxicity",
 )
 

@@ -229,6 +229,7 @@ def _metric_section(name: str, m: dict, summary: dict, config: dict, width: floa
         "dead_letters": ms.get("dead_letters", ms.get("not_scored")),
         "dead_letter_unit": ms.get("dead_letter_unit") or "dead-lettered records",
         "dead_letter_reasons": ms.get("dead_letter_reasons", ms.get("not_scored_reasons")) or {},
+        "stage_dead_letters": {k: v for k, v in (ms.get("stage_dead_letters") or {}).items() if isinstance(v, dict)},
         "figures": metric_figures(name, m, config) if with_plots else [],
         "n_sessions_total": _n_sessions(m),
         "n_sessions_scored": _n_sessions_scored(name, m),

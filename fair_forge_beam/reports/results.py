@@ -85,7 +85,7 @@ __all__ = ["write_outputs", "slice_summary", "summary_fields", "SLICE_SCHEMA", "
            "RUN_LEVEL_FIELDS", "MAX_DETAILED_SLICES", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
            "write_run_info", "utc_timestamp", "ResultsDocFn", "SESSION_INDEX", "session_schema", "session_table",
            "slice_row", "slice_rows_table", "SliceSummariesFn",
-           "LAYOUT", "dead_letter_unit"]
+           "LAYOUT", "dead_letter_unit", "stage_owner"]
 
 #: where each output lives under ``--output`` (shard folders end in ``/``)
 LAYOUT = {
@@ -114,11 +114,57 @@ _DEFAULT_UNIT = "interactions this metric could not score"
 
 def dead_letter_unit(metric: str) -> str:
     """What one dead letter of ``metric``'s stage stands for (its info's ``dead_letter_unit``, else
-    one interaction it could not score)."""
+    one interaction it could not score); for another stage of a metric (``prompt_evaluator.jq``,
+    :func:`stage_owner`), that stage's unit."""
     from fair_forge_beam.reports.estimates import info_of
 
     info = info_of(metric)
+    if info is None:
+        owner, part = stage_owner(metric)
+        if part is not None:
+            return part.unit
     return (info.dead_letter_unit if info is not None else None) or _DEFAULT_UNIT
+
+
+def _part_stage(metric: str, stage: str):
+    """The :class:`~fair_forge_beam.schemas.metric_info.DeadLetterStage` of ``stage`` when it is
+    ``metric``'s other stage — declared in its info, or named ``<metric>.<part>`` (then in a generic
+    unit) — else ``None``."""
+    from fair_forge_beam.reports.estimates import info_of
+    from fair_forge_beam.schemas.metric_info import DeadLetterStage
+
+    info = info_of(metric)
+    for d in (info.dead_letter_stages if info is not None else ()):
+        if d.stage == stage:
+            return d
+    if stage.startswith(metric + ".") and len(stage) > len(metric) + 1:
+        part = stage[len(metric) + 1:]
+        return DeadLetterStage(stage, f"dead letters of its {part} stage", part=part)
+    return None
+
+
+def stage_owner(stage: str, metrics: Optional[Sequence[str]] = None) -> tuple:
+    """Who counts the dead letters of ``stage`` in ``results.json``'s summary: ``("read", None)``
+    (records rejected at read: ``rejected_at_read``), ``("runner", None)`` (turns the assistant
+    runner failed to answer: ``assistant_failed``), ``(metric, None)`` (the metric's own stage:
+    its ``dead_letters``), ``(metric, DeadLetterStage)`` (another stage of the metric: its
+    ``stage_dead_letters``), or ``(None, None)``: nobody (``other_dead_letters``). ``metrics``:
+    the run's metrics (default every registered one)."""
+    from fair_forge_beam.io.failed_turns import RUNNER_STAGE
+
+    if stage in ("read", RUNNER_STAGE):
+        return stage, None
+    if metrics is None:
+        from fair_forge_beam.metrics.registry import registered
+
+        metrics = list(registered())
+    if stage in metrics:
+        return stage, None
+    for m in metrics:
+        part = _part_stage(m, stage)
+        if part is not None:
+            return m, part
+    return None, None
 
 
 def _field(rec, name: str):
@@ -605,7 +651,17 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
     metric's stage dead-lettered; :func:`dead_letter_unit` says what one stands for, e.g. one
     failed guardian verdict per interaction *and* attribute for Bias) and
     ``dead_letter_reasons`` (counts per group of reasons, adding up to ``dead_letters``; a group is
-    named by a real reason of it, ``"e.g. "`` first when its reasons differ: :mod:`~fair_forge_beam.reasons`).
+    named by a real reason of it, ``"e.g. "`` first when its reasons differ: :mod:`~fair_forge_beam.reasons`),
+    and ``stage_dead_letters`` (only when one wrote some): ``{stage: {dead_letters, dead_letter_unit,
+    dead_letter_reasons}}`` for the metric's other stages (:func:`stage_owner`: PromptEvaluator's
+    failed JQ judgements and generations, each in its own unit).
+
+    Every dead letter is counted once (trial40 J2/J3: the stages other than ``read`` and the metric's
+    name were counted nowhere): besides the above, ``summary.assistant_failed`` and
+    ``assistant_failed_reasons`` (only when above 0) count the turns the assistant runner failed to
+    answer (stage ``runner``; interactions read, scored by no metric), and
+    ``summary.other_dead_letters`` (only when any) the stages no metric of the run claims. A run
+    without such dead letters has none of these fields.
 
     ``read_by_slice`` (given when a coverage gate needs it): ``summary.interactions_read_by_slice``,
     the interactions read per slice ``{"overall": n, "assistant_id=…": n, "language=…": n}``,
@@ -623,22 +679,32 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
     ``{metric: False}`` when the slices other than ``overall`` are summaries (:func:`slice_summary`);
     the metric then says so in ``metrics.<name>.detail``.
     """
+    from fair_forge_beam.io.failed_turns import RUNNER_STAGE
+
     by_stage: Counter = Counter()
     for (stage, _), c in dead.items():
         by_stage[stage] += c
+
+    def reasons(stage: str) -> dict:
+        return _ranked({r: c for (s, r), c in dead.items() if s == stage})
+
+    failed_turns = by_stage.get(RUNNER_STAGE, 0)
     doc: dict[str, Any] = {
         "config": config,
         "summary": {
             "interactions_read": n_read,
             **({"records_read": int(records_read)} if records_read is not None else {}),
             "rejected_at_read": by_stage.get("read", 0),
-            "rejected_at_read_reasons": _ranked({r: c for (s, r), c in dead.items() if s == "read"}),
+            "rejected_at_read_reasons": reasons("read"),
+            # turns the assistant runner failed to answer: read, scored by no metric (only when there are)
+            **({"assistant_failed": failed_turns, "assistant_failed_reasons": reasons(RUNNER_STAGE)} if failed_turns else {}),
             "data_quality_warnings": sum(quality.values()),
             "data_quality_by_kind": dict(sorted(quality.items())),
             "metrics": {},
         },
         "metrics": {},
     }
+    claimed = {"read", RUNNER_STAGE, *static}  # stages counted by the summary; the rest: other_dead_letters
     for name, st in static.items():
         n_scored = int(scored.get(name, 0))
         n_dead = by_stage.get(name, 0)
@@ -649,8 +715,17 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
             **({"interactions_left_out": int(left_out[name])} if left_out and left_out.get(name) else {}),
             "dead_letters": n_dead,
             "dead_letter_unit": dead_letter_unit(name),
-            "dead_letter_reasons": _ranked({r: c for (s, r), c in dead.items() if s == name}),
+            "dead_letter_reasons": reasons(name),
         }
+        parts = {}  # the metric's other stages' dead letters, each in its own unit (only stages that wrote some)
+        for stage in sorted(by_stage):
+            part = _part_stage(name, stage) if by_stage[stage] and stage not in claimed else None
+            if part is not None:
+                claimed.add(stage)
+                parts[stage] = {"dead_letters": by_stage[stage], "dead_letter_unit": part.unit,
+                                "dead_letter_reasons": reasons(stage)}
+        if parts:
+            doc["summary"]["metrics"][name]["stage_dead_letters"] = parts
         recs = sorted(slices.get(name, []), key=_slice_order)
         common = {k: recs[0][k] for k in RUN_LEVEL_FIELDS
                   if recs and k in recs[0] and all(k in r and r[k] == recs[0][k] for r in recs)}
@@ -664,6 +739,10 @@ def build_results_doc(config: dict, static: dict, n_read: int, dead: Counter, qu
                                        "their scalar fields and these; every slice record in full is in the Parquet "
                                        "shards named (docs/data.md)"}
         doc["metrics"][name] = {**entry, "slices": recs}
+    others = {s: {"dead_letters": n, "dead_letter_reasons": reasons(s)} for s, n in sorted(by_stage.items())
+              if n and s not in claimed}
+    if others:  # a stage no metric of the run claims: counted all the same (every dead letter written is counted)
+        doc["summary"]["other_dead_letters"] = others
     if read_by_slice is not None:
         counts = {"overall": n_read, **{k: int(v) for k, v in read_by_slice.items()}}
         doc["summary"]["interactions_read_by_slice"] = {k: counts[k] for k in sorted(counts, key=lambda k: (k != "overall", k))}
@@ -861,7 +940,7 @@ def write_outputs(read: dict, results: dict, out: str, parquet_schema: pa.Schema
         # the interactions read and those of each slice in one count per key: ("read", None) and
         # ("read_slice", "dimension=value") (a count of all and a count per slice were 10 transforms and
         # 2 shuffles); nothing read gives no ("read", None, n) from here (the seed above counts 0)
-        parts.insert(0, read["interactions"]
+        parts.insert(0, read.get("counted", read["interactions"])  # the turns the assistant failed to answer too
                      | "CountRead" >> beam.CombineGlobally(ReadCountsFn(dims)).without_defaults()
                      | "TagRead" >> beam.FlatMap(lambda counts: counts))
     else:

@@ -68,6 +68,12 @@ class _Config(_Open):
     versions: Optional[dict[StrictStr, Any]] = None
 
 
+class _StageDeadLetters(_Open):
+    dead_letters: Optional[_Count] = None
+    dead_letter_unit: Optional[StrictStr] = None
+    dead_letter_reasons: Optional[dict[StrictStr, _Count]] = None
+
+
 class _SummaryMetric(_Open):
     scored: Optional[_Count] = None
     interactions_scored: Optional[_Count] = None
@@ -76,6 +82,7 @@ class _SummaryMetric(_Open):
     dead_letters: Optional[_Count] = None
     dead_letter_unit: Optional[StrictStr] = None
     dead_letter_reasons: Optional[dict[StrictStr, _Count]] = None
+    stage_dead_letters: Optional[dict[StrictStr, _StageDeadLetters]] = None
 
 
 class _Summary(_Open):
@@ -83,6 +90,9 @@ class _Summary(_Open):
     records_read: Optional[_Count] = None
     rejected_at_read: Optional[_Count] = None
     rejected_at_read_reasons: Optional[dict[StrictStr, _Count]] = None
+    assistant_failed: Optional[_Count] = None
+    assistant_failed_reasons: Optional[dict[StrictStr, _Count]] = None
+    other_dead_letters: Optional[dict[StrictStr, _StageDeadLetters]] = None
     data_quality_warnings: Optional[_Count] = None
     data_quality_by_kind: Optional[dict[StrictStr, _Count]] = None
     metrics: Optional[dict[StrictStr, _SummaryMetric]] = None

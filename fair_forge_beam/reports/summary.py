@@ -37,11 +37,15 @@ def left_out_what(name: str) -> str:
     return what or "sessions its estimates leave out"
 
 
-def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
+def metric_summary_lines(name: str, ms: dict, n_read: int, overall: Optional[dict] = None) -> list[str]:
     """The summary lines of one metric, one unit per line, each unit named: interactions
     (scored / not scored of those read, and how many of those not scored were in sessions its
     estimates leave out: BestOf's walkovers), then dead letters (with what one dead letter stands
-    for, e.g. one per interaction and attribute for Bias, one per failed match for BestOf)."""
+    for, e.g. one per interaction and attribute for Bias, one per failed match for BestOf), then
+    those of its other stages (``stage_dead_letters``: PromptEvaluator's failed JQ judgements), each
+    in its unit; and a warning for a part that scored nothing — a stage that wrote dead letters
+    and feeds an estimate (``DeadLetterStage.feeds``) that the ``overall`` slice record has no
+    value of (a requested JQ whose every judgement failed)."""
     scored = ms.get("interactions_scored", ms.get("scored", 0))
     not_scored = ms.get("interactions_not_scored", max(n_read - scored, 0))
     left_out = ms.get("interactions_left_out") or 0  # in sessions its estimates leave out (MetricSpec.scored)
@@ -53,7 +57,34 @@ def metric_summary_lines(name: str, ms: dict, n_read: int) -> list[str]:
         why = "; ".join(f"{r}: {c}" for r, c in reasons.items())
         unit = ms.get("dead_letter_unit") or "dead-lettered records"
         lines.append(f"  dead letters: {dead} {unit}" + (f" ({why})" if why else ""))
+    for stage, part in (ms.get("stage_dead_letters") or {}).items():
+        if not isinstance(part, dict) or not part.get("dead_letters"):
+            continue
+        why = "; ".join(f"{r}: {c}" for r, c in (part.get("dead_letter_reasons") or {}).items())
+        lines.append(f"  dead letters of stage {stage}: {part['dead_letters']} {part.get('dead_letter_unit') or 'dead-lettered records'}"
+                     + (f" ({why})" if why else ""))
+        empty = _part_scored_nothing(name, stage, overall)
+        if empty is not None:
+            lines.append(f"  warning: {empty[0]} was asked for and scored nothing (its {part['dead_letters']} dead letters "
+                         f"above): {empty[1]} is n/a in every slice; the other estimates stand")
     return lines
+
+
+def _part_scored_nothing(name: str, stage: str, overall: Optional[dict]) -> Optional[tuple]:
+    """``(part, estimate path)`` when ``stage`` of metric ``name`` feeds an estimate
+    (:class:`~fair_forge_beam.schemas.metric_info.DeadLetterStage`) that the ``overall`` slice
+    record holds no value of (null, or ``n`` 0), else ``None``."""
+    from fair_forge_beam.reports.results import stage_owner
+
+    if not isinstance(overall, dict):
+        return None
+    _, part = stage_owner(stage, [name])
+    if part is None or not part.feeds:
+        return None
+    est = dotted_get(overall, part.feeds)
+    if isinstance(est, dict) and est.get("mean") is not None and est.get("n") != 0:
+        return None
+    return part.part or stage, part.feeds
 
 
 #: a metric with at most this many slices prints them all; above, the overall slice and the extremes
@@ -151,7 +182,9 @@ def _unscored_counts(entry: dict) -> dict:
     if not stages:
         n = entry["count"]
         return {"interactions": None, "what": f"{n} dead letter{'s' if n != 1 else ''}"}
-    per_interaction = {s: n for s, n in stages.items() if s != "read" and dead_letter_unit(s) == _DEFAULT_UNIT}
+    from fair_forge_beam.io.failed_turns import RUNNER_STAGE
+
+    per_interaction = {s: n for s, n in stages.items() if s not in ("read", RUNNER_STAGE) and dead_letter_unit(s) == _DEFAULT_UNIT}
     parts = []
     if per_interaction:
         counts = set(per_interaction.values())
@@ -167,6 +200,8 @@ def _unscored_counts(entry: dict) -> dict:
             continue
         if s == "read":
             parts.append(f"{n} record{'s' if n != 1 else ''} rejected at read")
+        elif s == RUNNER_STAGE:
+            parts.append(f"{n} turn{'s' if n != 1 else ''} the assistant failed to answer")
         else:
             parts.append(f"{s}: {n} {dead_letter_unit(s)}")
     return {"interactions": max(per_interaction.values()) if per_interaction else None, "what": "; ".join(parts)}
@@ -230,13 +265,22 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
     if s.get("rejected_at_read"):  # why, as each metric's dead letters say (trial33 T2: the count alone)
         lines.append(f"  rejected at read: {s['rejected_at_read']} record{'s' if s['rejected_at_read'] != 1 else ''}"
                      f"{_top_reasons(s.get('rejected_at_read_reasons'))}; each in {out}/dead_letter/")
+    if s.get("assistant_failed"):  # turns the runner failed to answer: read, scored by no metric (trial40 J3)
+        n = s["assistant_failed"]
+        lines.append(f"  the assistant failed {n} of the {s['interactions_read']} turns read: scored by no metric"
+                     f"{_top_reasons(s.get('assistant_failed_reasons'))}; each in {out}/dead_letter/")
+    for stage, other in (s.get("other_dead_letters") or {}).items():  # a stage no metric of the run claims
+        if isinstance(other, dict) and other.get("dead_letters"):
+            lines.append(f"  dead letters of stage {stage}: {other['dead_letters']}"
+                         f"{_top_reasons(other.get('dead_letter_reasons'))}; each in {out}/dead_letter/")
     if not s["interactions_read"]:
         lines.append("warning: no interaction was read from the inputs (empty files, or every record rejected: "
                      "see dead_letter/); the metrics below have nothing to report")
     for name, m in doc["metrics"].items():
-        lines.extend(metric_summary_lines(name, s["metrics"][name], s["interactions_read"]))
         heads = m.get("headline_columns", [])
         slices = m["slices"]
+        lines.extend(metric_summary_lines(name, s["metrics"][name], s["interactions_read"],
+                                          next((r for r in slices if r.get("slice") == "overall"), None)))
         if len(slices) <= MAX_CONSOLE_SLICES:
             shown = [(None, r) for r in slices]
         else:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.quoting import quoted
 
-__all__ = ["EstimateInfo", "MetricInfo", "ParquetColumns", "COLUMN_TYPES", "check_metric_name", "SessionHistogram", "KEY", "dotted_get"]
+__all__ = ["EstimateInfo", "MetricInfo", "DeadLetterStage", "ParquetColumns", "COLUMN_TYPES", "check_metric_name", "SessionHistogram", "KEY", "dotted_get"]
 
 #: the placeholder of the key segment of a keyed estimate's path
 KEY = "{key}"
@@ -332,6 +332,27 @@ class SessionHistogram:
 
 
 @dataclass(frozen=True)
+class DeadLetterStage:
+    """A stage of a metric other than the one named after it whose dead letters are the metric's
+    (``prompt_evaluator.jq``: one failed JQ judgement each): ``results.json``'s summary counts them
+    for the metric under ``stage_dead_letters.<stage>``, in this unit, and the console prints them.
+
+    Attributes:
+        stage: the dead letters' ``stage``.
+        unit: what one of them stands for ("failed JQ judgements (one per generated answer)").
+        part: the name of what the stage computes, for a reader ("JQ").
+        feeds: the path of the estimate the stage alone feeds (``"jq"``), or ``None``: when the
+            stage wrote dead letters and the ``overall`` slice has no value of it, the console
+            says the part scored nothing.
+    """
+
+    stage: str
+    unit: str
+    part: Optional[str] = None
+    feeds: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class MetricInfo:
     """How to read one metric's results (see the module docstring).
 
@@ -343,6 +364,8 @@ class MetricInfo:
             under another name (left out of every listing, e.g. Toxicity's upstream-shaped copy).
         parquet: its per-interaction Parquet columns, in order.
         dead_letter_unit: what one of its dead letters stands for, when not one interaction.
+        dead_letter_stages: its other stages that write dead letters (:class:`DeadLetterStage`);
+            a stage ``<name>.<part>`` not declared is the metric's too, in a generic unit.
         left_out: what the sessions its ``MetricSpec.scored`` test leaves out are, in its own words
             (``interactions_left_out`` of the summary: "blocks never compared"); ``None``: "sessions
             its estimates leave out".
@@ -361,6 +384,7 @@ class MetricInfo:
     repeats: tuple[str, ...] = ()
     parquet: tuple[ParquetColumns, ...] = ()
     dead_letter_unit: Optional[str] = None
+    dead_letter_stages: tuple[DeadLetterStage, ...] = ()
     left_out: Optional[str] = None
     slice_dimensions: Optional[tuple[str, ...]] = None
     sessions_field: Optional[str] = "n_sessions"
