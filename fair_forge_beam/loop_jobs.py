@@ -259,12 +259,37 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
             outs | "WriteRun" >> WriteRunOutputs(out, [read["dead_letter"]])
         doc = _read_json(FileSystems.join(out, "run_summary.json"))
         doc["dead_letter_reasons"] = dead_letter_reasons(out)
+        warning = failed_turns_warning(doc, args.output)
+        if warning:
+            log.warning("%s", warning)
         if "counters" not in doc:  # written from the results themselves; Beam's counters are the fallback
             try:
                 doc["counters"] = assistant_counters(p.result)
             except Exception:  # noqa: BLE001 - a runner without metrics
                 pass
         return doc
+
+
+def failed_turns_warning(doc: dict, out: str) -> Optional[str]:
+    """The one line of a run stage (``run_assistant``, the loop's run) in which the assistant failed
+    some turns and answered others: ``"the assistant failed 10 of 12 turns (HTTP 500: …): see
+    OUT/dead_letter.jsonl; …"`` (trial40 J3: the loop audited the 2 survivors of 12 turns without a
+    word); ``None`` when no turn failed, or none was answered (then the stage is an empty run:
+    :func:`stage_empty_reason`)."""
+    failed, answered = int(doc.get("failures") or 0), int(doc.get("successes") or 0)
+    if not failed or not answered:
+        return None
+    reasons = doc.get("dead_letter_reasons") or {}
+    top = next(iter(reasons), "")
+    top = top[len("assistant call failed: "):] if top.startswith("assistant call failed: ") else top
+    turns = int(doc.get("turns") or failed + answered)
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.reports.summary import printable
+
+    return printable(f"the assistant failed {failed} of {turns} turns" + (f" ({top})" if top else "")
+            + f": see {FileSystems.join(out, 'dead_letter.jsonl')}; the audit scores the {answered} answered, "
+            "and counts the failed ones as read and scored by no metric (results.json: summary.assistant_failed)")
 
 
 def stage_empty_reason(command: str, doc: dict) -> Optional[str]:

@@ -300,3 +300,43 @@ def test_a_streamed_reply_of_an_http_endpoint_is_named_a_streamed_reply(dataset,
     assert (summary["successes"], summary["failures"]) == (0, 5)
     dead = [json.loads(x) for x in (tmp_path / "a" / "dead_letter.jsonl").read_text().splitlines()]
     assert dead and all("streamed reply" in d["reason"] and "not JSON:" not in d["reason"] for d in dead), dead[0]
+
+
+def test_turns_the_assistant_failed_are_said_and_counted_by_the_run_and_the_audit(dataset, tmp_path, caplog, capsys):
+    """trial40 J3: the assistant failed 10 of 12 turns; run_assistant and the loop said nothing, and the
+    audit of its answers read "2 interactions read", counted no dead letter (results.json: dead_letters 0)
+    while dead_letter/ held the 10 runner dead letters, so a dead_letter_share gate passed. Now the run
+    stage says it in one line, the audit counts a failed turn as an interaction read and scored by no
+    metric (summary.assistant_failed, with its reasons; each metric's not scored), prints it, and the
+    gate fails."""
+    import logging
+
+    from helpers import uncounted_dead_letters
+    from fair_forge_beam.reports.gates import GatesFailed
+    from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer
+    from pipelines import audit
+
+    with ScriptedOpenAIServer(echo, faults=[Fault("server_error", match="FAIL")]) as srv:
+        with caplog.at_level(logging.WARNING, logger="fair_forge_beam.loop"):
+            run_http(dataset, tmp_path / "run", srv)
+    said = [r.getMessage() for r in caplog.records if "the assistant failed" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("the assistant failed 1 of 5 turns (HTTP 500: "), said
+    assert "scripted server error" in said[0] and said[0].endswith(
+        f"): see {tmp_path / 'run' / 'dead_letter.jsonl'}; the audit scores the 4 answered, and counts the failed "
+        "ones as read and scored by no metric (results.json: summary.assistant_failed)"), said
+    capsys.readouterr()
+    argv = ["--metrics", "humanity", "--no-report", "--input", str(tmp_path / "run" / "dataset.jsonl")]
+    doc = audit.run([*argv, "--output", str(tmp_path / "audit")])
+    out = capsys.readouterr().out
+    s = doc["summary"]
+    assert (s["interactions_read"], s["assistant_failed"]) == (5, 1)
+    (reason,) = s["assistant_failed_reasons"]
+    assert reason.startswith("the assistant call failed in the runner, not scored: HTTP 500: ")
+    assert s["metrics"]["humanity"]["interactions_not_scored"] == 1 + s["metrics"]["humanity"]["dead_letters"]
+    assert uncounted_dead_letters(tmp_path / "audit") == (1 + s["metrics"]["humanity"]["dead_letters"],) * 2
+    assert "records: 5 interactions read, 0 rejected at read" in out
+    assert "  the assistant failed 1 of the 5 turns read: scored by no metric (the assistant call failed" in out
+    with pytest.raises(GatesFailed) as failed:  # 1 of assistant a's 5 turns read was not scored
+        audit.main([*argv, "--output", str(tmp_path / "gated"), "--gate", "coverage dead_letter_share <= 0.05 in every assistant_id"])
+    (check,) = failed.value.failed
+    assert (check.slice, check.interactions_read) == ("assistant_id=a", 5)

@@ -72,6 +72,7 @@ from fair_forge_beam.components.replies import (NO_KEY, limit_setting, REPLY_CHU
                                                 chat_completion_body, check_call_limits, declared_length, http_client, is_streamed_body,
                                                 read_bounded, read_chat_reply, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
+from fair_forge_beam.io.failed_turns import RUNNER_STAGE
 from fair_forge_beam.options import ENDPOINT_DOWN_AFTER, MAX_REPLY_BYTES
 from fair_forge_beam.plain import json_kind, plain_reason
 from fair_forge_beam.quoting import quoted
@@ -478,7 +479,7 @@ class _Client(EndpointClient):
                 turn["observation"] = (f"{obs}\n" if obs else "") + f"[runner error] {error}"
                 eid = make_element_id(out["session_id"], out["assistant_id"], i)
                 raw = {k: turn.get(k) for k in ("qa_id", "query")}
-                dead.append(dead_letter("runner", f"assistant call failed: {error}", raw, element_id=eid,
+                dead.append(dead_letter(RUNNER_STAGE, f"assistant call failed: {error}", raw, element_id=eid,
                                         source=f"runner:{cfg_identity(self.cfg)}")._asdict())
         n = len(out["conversation"])
         summary = {"session_id": out["session_id"], "assistant_id": out["assistant_id"], "total_batches": n,
@@ -716,7 +717,7 @@ def _batch_dead_letter(session_json: str, reason: str):
         eid = make_element_id(rec["session_id"], rec["assistant_id"], 0)
     except Exception:  # noqa: BLE001
         eid = None
-    return dead_letter("runner", reason, session_json, element_id=eid, source="runner")
+    return dead_letter(RUNNER_STAGE, reason, session_json, element_id=eid, source=RUNNER_STAGE)
 
 
 class _FailedBatch(beam.DoFn):

@@ -956,7 +956,9 @@ def records_to_interactions(
     fields_read: Optional[Sequence[str]] = None,
     max_id_chars: Optional[int] = None,
 ) -> dict:
-    """``(source, position, payload)`` records -> ``{interactions, dead_letter, quality}``.
+    """``(source, position, payload)`` records -> ``{interactions, counted, dead_letter, quality}``
+    (``counted``: every interaction read, the turns the assistant runner failed to answer too — what
+    ``results.json``'s ``interactions_read`` counts; ``interactions``: those the metrics get).
 
     ``max_record_bytes``: the record size limit (default :data:`MAX_RECORD_BYTES`), which also
     bounds the JSON values of a record's text (:func:`fair_forge_beam.io.edge.max_values`).
@@ -999,7 +1001,9 @@ def records_to_interactions(
     # dead letter (stage "runner"), never scored — on every path: bounded, windowed, streaming
     answered, failed_turns = interactions | f"{label}SkipFailedTurns" >> SkipFailedTurns()
     dead = (parsed[DEAD], failed_turns) | f"{label}ReadAndRunnerDeadLetters" >> beam.Flatten()
-    out = {"interactions": answered, "dead_letter": dead, "quality": quality}
+    # "counted": every interaction read, the failed turns too — what interactions_read counts, so that a
+    # failed turn is an interaction read and scored by no metric (each metric's not scored, dead_letter_share)
+    out = {"interactions": answered, "counted": interactions, "dead_letter": dead, "quality": quality}
     if not streaming:  # each session's record summary and reader warnings, for stored statistics
         out["session_records"], out["session_quality"] = ordered["records"], ordered["session_quality"]
         out["records_read"] = ordered["n_records"]  # per session: its records that gave an interaction

@@ -75,6 +75,9 @@ def empty_run_reason(doc: dict, coverage_gated: bool = False, inputs: str = "the
             dead = int(ms.get("dead_letters") or 0)
             idle.append(f"{name} scored nothing of {n_read} interactions read ({_dead(dead)}"
                         f"{_top(ms.get('dead_letter_reasons'))})")
+    failed = int(s.get("assistant_failed") or 0)
+    if idle and failed:  # read turns with no answer (the runner's): why the metrics had little or nothing to score
+        idle.append(f"the assistant failed {failed} of the {n_read} turns read{_top(s.get('assistant_failed_reasons'))}")
     return "; ".join(idle) or None
 
 

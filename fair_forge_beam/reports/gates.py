@@ -1131,6 +1131,11 @@ def _not_scored(slice_key: str, rec: dict, doc: Optional[dict] = None, metric: O
         said = "; ".join(f"{k} ({v} interactions)" for k, v in top[:3])
         more = f"; {len(top) - 3} other reasons" if len(top) > 3 else ""
         line += f"; what {metric} could not score in this run: {said}{more}"
+    summary = (doc or {}).get("summary") or {}
+    failed = summary.get("assistant_failed") if isinstance(summary, dict) else None
+    if isinstance(failed, int) and failed:  # turns the assistant runner failed to answer: read, scored by no metric
+        top = next(iter(summary.get("assistant_failed_reasons") or {}), None)
+        line += f"; the assistant failed {failed} turns in this run" + (f" ({top})" if top else "")
     return line
 
 
