@@ -129,3 +129,9 @@ def test_failed_turns_are_dead_letters_never_scored(loop_run):
     failed_ids = {json.loads(d["raw"])["qa_id"] for d in runner_dead}
     assert scored_ids and not (scored_ids & failed_ids)
     assert (out / "audit" / "report.html").exists() and (out / "loop_summary.json").exists()
+    # counted as read and scored by no metric (trial40 J3: the audit read "N − failed interactions" and
+    # counted no dead letter, so a dead_letter_share gate passed)
+    summary = json.loads((out / "audit" / "results.json").read_text(encoding="utf-8"))["summary"]
+    assert (summary["interactions_read"], summary["assistant_failed"]) == (ran["turns"], ran["failures"])
+    for ms in summary["metrics"].values():
+        assert ms["interactions_not_scored"] >= ran["failures"]
