@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -48,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from fair_forge_beam.testing.reaper import OwnedGroups
+from fair_forge_beam.testing.reaper import OwnedGroups, end_groups
 
 __all__ = [
     "RUNNERS", "FNAPI", "cache_dir", "beam_version", "prism_binary", "flink_artifacts", "FLINK_VERSION",
@@ -219,16 +218,11 @@ class WorkerPool(OwnedGroups):
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None:
-            for sig in (signal.SIGTERM, signal.SIGKILL):  # the pool and the workers it started
-                try:
-                    os.killpg(self.proc.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                try:
-                    self.proc.wait(timeout=10)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            end_groups([self.proc.pid], 10.0, [self.proc])  # the pool and the workers it started
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
             self._release([self.proc.pid])
         self.proc = None
         if self.folder is not None:

@@ -77,7 +77,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -90,7 +89,7 @@ from typing import Optional
 
 from fair_forge_beam.options import NO_CLUSTER_ENDPOINT
 from fair_forge_beam.process_workers import BOOT_SCRIPT, STDERR_DIR, pid_alive, write_worker_command
-from fair_forge_beam.testing.reaper import OwnedGroups
+from fair_forge_beam.testing.reaper import OwnedGroups, end_groups
 
 __all__ = ["FlinkCluster", "free_port", "main"]
 
@@ -458,21 +457,9 @@ class FlinkCluster(OwnedGroups):
     # ---- stop
     def stop(self, timeout: float = 30.0) -> None:
         """End the processes this cluster started (each one's process group: the JVM, and the SDK
-        workers a TaskManager started), job server first. Idempotent; logs are kept."""
-        for pid in reversed(self.pids):
-            try:
-                os.killpg(pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + timeout
-        for pid in reversed(self.pids):
-            while time.monotonic() < deadline and _alive(pid, self.procs):
-                time.sleep(0.2)
-            if _alive(pid, self.procs):
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        workers a TaskManager started), job server first; a group is ended whole, whether its leader
+        still runs or not (SIGTERM, SIGKILL after ``timeout``). Idempotent; logs are kept."""
+        end_groups(list(reversed(self.pids)), timeout, self.procs)
         for p in self.procs:
             try:
                 p.wait(timeout=10)

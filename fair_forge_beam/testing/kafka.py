@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Optional
 
 from fair_forge_beam.testing.flink_cluster import FlinkCluster, free_port
-from fair_forge_beam.testing.reaper import OwnedGroups
+from fair_forge_beam.testing.reaper import OwnedGroups, end_groups
 
 __all__ = [
     "kafka_artifacts", "missing_reason", "unavailable_reason", "KafkaBroker", "ExpansionService",
@@ -147,23 +146,14 @@ class _JavaProcesses(OwnedGroups):
         return "\n".join(out)
 
     def stop(self, timeout: float = 20.0) -> None:
-        """End every process this object started (and their children). Idempotent; logs kept."""
-        for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        deadline = time.monotonic() + timeout
+        """End every process this object started, each one's process group whole (its children too,
+        whether the leader still runs or not: SIGTERM, SIGKILL after ``timeout``). Idempotent; logs kept."""
+        end_groups([p.pid for p in self.procs], timeout, self.procs)
         for p in self.procs:
             try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
                 p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
         self._release([p.pid for p in self.procs])
         self.procs = []
 
