@@ -23,7 +23,9 @@ A worker that ends with code 0 is a death too unless Beam told it to stop: Beam 
 closing its handler (the job's end or its failure), which :func:`worker_told_to_stop` hears
 (trial39b B7: ``os._exit(0)`` in a step waited for ever). A worker that is stopped (``SIGSTOP``, state
 ``T`` in ``/proc/PID/stat``) is named in one warning, with how to resume it, and its resumption in one
-more; the run waits for it (a user may have stopped it on purpose). A thread of the watch looks at
+more (``stopped for at least N s``: counted from the look that saw the stop); the run waits for it (a user
+may have stopped it on purpose). One still stopped :data:`STOPPED_TOO_LONG` seconds later is named once
+more in an ERROR line, which ``--quiet`` shows: the run waits silently otherwise. A thread of the watch looks at
 the workers' states every :data:`CHECK_EVERY` seconds (two small ``/proc`` reads a look), from the first
 worker's start to the run's end. :func:`worker_states` tells the progress reporter how each worker is
 (a run whose counts are in the workers, where nothing else shows that the run lives).
@@ -31,7 +33,8 @@ worker's start to the run's end. :func:`worker_states` tells the progress report
 Limits: a job waited for in another thread than the main one cannot be woken so (Python runs signal
 handlers in the main thread only): it fails, naming the death, only when Beam itself raises. A worker
 that hangs alive (a step that sleeps, a call that never returns) is not a failure: only its state and
-CPU time say it (:func:`worker_states`). Workers started by another process (a Flink TaskManager,
+CPU time say it (:func:`worker_states`). What the watch installs for a run (the ``SIGCHLD`` handler, a
+thread exception hook, two log filters) is removed when the run's block ends, however it ends. Workers started by another process (a Flink TaskManager,
 Prism, a worker pool) are that runner's to watch.
 """
 from __future__ import annotations
@@ -47,12 +50,20 @@ from typing import Iterator, Optional
 from fair_forge_beam.process_workers import pid_alive
 
 __all__ = ["watching", "settle", "worker_started", "worker_ended", "worker_told_to_stop", "worker_states",
-           "WorkerDied", "exit_words", "CHECK_EVERY"]
+           "WorkerDied", "exit_words", "CHECK_EVERY", "STOPPED_TOO_LONG"]
 
 log = logging.getLogger(__name__)
 
 #: seconds between two looks at the workers' states (a stopped worker is named within about this long)
 CHECK_EVERY = 2.0
+
+#: seconds a worker stays stopped before it is named again in an ERROR line, which ``--quiet`` shows: the
+#: run waits for it, a hang the user must know of (trial40b B5: under --quiet a stopped worker was silent)
+STOPPED_TOO_LONG = 30.0
+
+#: seconds the end of a run that a death failed waits for Beam's threads of the workers' broken streams
+#: to report (:data:`_WORKERS_THREADS`), before the filters that drop those reports are removed
+REPORTS_WAIT = 2.0
 
 #: Beam's words when a worker started by ``SubprocessSdkWorker`` ends with a non-zero code
 _BEAMS_WORDS = "Worker subprocess exited with return code"
@@ -91,6 +102,8 @@ class _Watch:
         self.thread = threading.main_thread().ident
         self.told_to_stop: set = set()  # worker ids whose handler Beam closed: their exit with code 0 is asked for
         self.stopped: dict = {}  # pid: when a worker was said to be stopped (state T), until it resumes
+        self.stopped_too_long: set = set()  # pids of stopped workers said in an ERROR line (STOPPED_TOO_LONG)
+        self.over = False  # the run's block ended: its hook and filters, wherever still called, pass all on
         self.done = threading.Event()  # the run's block ended: the state checks end
         self.checks: Optional[threading.Thread] = None
 
@@ -211,6 +224,12 @@ def _look(watch: _Watch, resumes_only: bool = False) -> None:
     for proc in workers:
         st = _stat(proc.pid) if proc.returncode is None else None
         stopped = st is not None and st[0] in "Tt"
+        if stopped and proc.pid in watch.stopped and proc.pid not in watch.stopped_too_long and not resumes_only \
+                and watch.death is None and time.monotonic() - watch.stopped[proc.pid] >= STOPPED_TOO_LONG:
+            watch.stopped_too_long.add(proc.pid)
+            log.error("%s has been stopped for at least %d s (state %s in /proc/%d/stat): the run waits for it; "
+                      "`kill -CONT %d` resumes it", watch.name(proc), time.monotonic() - watch.stopped[proc.pid], st[0],
+                      proc.pid, proc.pid)
         if stopped == (proc.pid in watch.stopped) or watch.death is not None:
             continue
         if stopped and not resumes_only:
@@ -219,8 +238,10 @@ def _look(watch: _Watch, resumes_only: bool = False) -> None:
                         watch.name(proc), _STATES[st[0]], st[0], proc.pid, proc.pid)
         elif not stopped:
             since = watch.stopped.pop(proc.pid)
+            watch.stopped_too_long.discard(proc.pid)
+            # counted from the look that saw the stop, up to CHECK_EVERY after it: /proc/PID/stat holds no time of it
             if st is not None or proc.returncode == 0:  # not a worker that ended otherwise
-                log.warning("%s resumed (stopped for about %.0f s)", watch.name(proc), time.monotonic() - since)
+                log.warning("%s resumed (stopped for at least %d s)", watch.name(proc), time.monotonic() - since)
 
 
 def worker_states() -> list:
@@ -282,7 +303,7 @@ class _DeathLogs(logging.Filter):
         self.watch, self.message = watch, message
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (str(record.msg).startswith(self.message) and settle(self.watch) is not None)
+        return self.watch.over or not (str(record.msg).startswith(self.message) and settle(self.watch) is not None)
 
 
 @contextmanager
@@ -309,13 +330,14 @@ def watching() -> Iterator[_Watch]:
     previous_hook = threading.excepthook
 
     def hook(args):
-        if not _is_beams_report(args, watch):
+        if watch.over or not _is_beams_report(args, watch):
             previous_hook(args)
 
     threading.excepthook = hook
     filters = [(logging.getLogger(name), _DeathLogs(watch, message)) for name, message in _BEAMS_LOGS]
     for logger, f in filters:
         logger.addFilter(f)
+    threads_before = {t.ident for t in threading.enumerate()}
     with _LOCK:
         _ACTIVE.append(watch)
     try:
@@ -333,13 +355,27 @@ def watching() -> Iterator[_Watch]:
                 signal.signal(signal.SIGCHLD, previous_handler if previous_handler is not None else signal.SIG_DFL)
             except (ValueError, OSError):
                 pass
-        # after a death the broken streams of the dead and the ended workers are reported by Beam's threads
-        # for a while longer: the filters stay (they drop only those reports); else they go
-        if watch.death is None:
+        try:
+            if watch.death is not None:  # the dead and the ended workers' broken streams are reported by Beam's threads
+                _wait_for_reports(threads_before)
+        finally:
+            # whatever the run installed goes with it, however it ended (trial40b B4: after a death the filters and
+            # the hook stayed for the process's life, dropping a later run's real reports, a layer a failed run)
+            watch.over = True
             for logger, f in filters:
                 logger.removeFilter(f)
             if threading.excepthook is hook:  # else another hook was installed over ours: ours stays, passing all on
                 threading.excepthook = previous_hook
+
+
+def _wait_for_reports(threads_before: set) -> None:
+    """Wait up to :data:`REPORTS_WAIT` seconds for Beam's threads of the workers' streams started during
+    the run (not in ``threads_before``) to end: what they report of a death the run's one line names
+    comes before the run's filters go."""
+    deadline = time.monotonic() + REPORTS_WAIT
+    for t in threading.enumerate():
+        if t.name in _WORKERS_THREADS and t.ident not in threads_before and t is not threading.current_thread():
+            t.join(max(0.0, deadline - time.monotonic()))
 
 
 def settle(watch: _Watch, seconds: float = 2.0) -> Optional[str]:
