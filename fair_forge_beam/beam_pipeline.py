@@ -190,11 +190,14 @@ class WorkerProcessError(RuntimeError):
     ``last_words``: the failure's reason (:func:`last_words`: a worker's Python exception, the boot
     binary's last line, or the runner's own first line), what the console's one line says (:func:`fair_forge_beam.console.guarded`), with
     ``where``, the folder of their stderr files; ``workers``: whether the workers are the failure's
-    cause (False: the runner failed on its own, e.g. a Java exception, :func:`last_words`)."""
+    cause (False: the runner failed on its own, e.g. a Java exception, :func:`last_words`); ``death``: a
+    multi-process worker ended during the job (:mod:`fair_forge_beam.worker_watch`): ``last_words`` name
+    it and its end, the whole line (what the workers wrote, if anything, is on this process's stderr)."""
 
-    def __init__(self, message: str, last_words: str = "", where: str = "", workers: bool = True):
+    def __init__(self, message: str, last_words: str = "", where: str = "", workers: bool = True,
+                 death: bool = False):
         super().__init__(message)
-        self.last_words, self.where, self.workers = last_words, where, workers
+        self.last_words, self.where, self.workers, self.death = last_words, where, workers, death
 
 
 #: seconds a launcher waits for its ``--job_endpoint`` to answer before it submits and waits on the job
@@ -273,7 +276,7 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
             death = settle(watch)
             if death is not None:
                 raise WorkerProcessError(f"{death}, so the job cannot finish ({type(exc).__name__}: {exc})",
-                                         death, _OWN_STDERR) from exc
+                                         death, death=True) from exc
             error = _with_worker_stderr(options, started, exc)
             if error is None:
                 raise
@@ -283,10 +286,6 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
 
             if not is_in_ipython():  # as run() does: under IPython, interactive Beam removes it
                 shutil.rmtree(pipeline.local_tempdir, ignore_errors=True)  # run() removed it, unless the block raised
-
-
-#: where a multi-process run's workers wrote: they inherit the command's stderr
-_OWN_STDERR = "this process's stderr"
 
 
 def _with_worker_stderr(options: PipelineOptions, started: float, exc: Exception) -> Optional[WorkerProcessError]:

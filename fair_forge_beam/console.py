@@ -96,6 +96,18 @@ def output_state(output: str, existed: bool) -> str:
     return f"nothing was written ({output} was not created)"
 
 
+def failed_state(output: Optional[str], existed: bool) -> str:
+    """What a failed run left, each thing said once (trial40b B7: "nothing was published (the output folder
+    X is untouched (as it was before the run; nothing published))"): ``nothing was published; the output
+    folder X is untouched (as it was before the run)``, ``nothing was published (X was not created)``, or,
+    no output folder known, ``nothing was published (the output folder, if any, is as it was)``."""
+    if output is None:
+        return "nothing was published (the output folder, if any, is as it was)"
+    if existed:
+        return f"nothing was published; the output folder {output} is untouched (as it was before the run)"
+    return f"nothing was published ({output} was not created)"
+
+
 def early_state(output: Optional[str], existed: bool) -> str:
     """What an interrupt before the command began writing left (fresh14: a Ctrl-C in the first
     second said "nothing was written" and not that the existing output folder was untouched):
@@ -512,6 +524,8 @@ def worker_start_failure(exc: BaseException) -> Optional[str]:
     for e in _chain(exc):
         words = getattr(e, "last_words", None)
         if type(e).__name__ == "WorkerProcessError" and isinstance(words, str):
+            if getattr(e, "death", False):  # 'SDK worker 1 of 2 (pid P) was killed by …': said once, nothing more
+                return words
             where = getattr(e, "where", "") or "the stderr/ folder beside the worker command"
             if getattr(e, "workers", True):
                 return f"an SDK worker process failed: {words or 'it gave no reason'} (all the workers wrote: {where})"
@@ -655,9 +669,9 @@ def _guarded(run_command, command: str, prog: str) -> int:
         with _STATE.lock:
             outputs = [o for o in _STATE.outputs if o not in _STATE.published]
             existed = dict(_STATE.existed)
-        state = (output_state(outputs[-1], existed.get(outputs[-1], True)) if outputs
-                 else "the output folder, if any, is as it was")
-        say(f"{prog}: error: the {command} stopped: {why}; nothing was published ({state})", file=sys.stderr)
+        say(f"{prog}: error: the {command} stopped: {why}; "
+            f"{failed_state(outputs[-1], existed.get(outputs[-1], True)) if outputs else failed_state(None, True)}",
+            file=sys.stderr)
         return 1
 
 

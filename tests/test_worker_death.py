@@ -92,14 +92,14 @@ def test_a_killed_worker_ends_the_audit_with_one_line(tmp_path):
 
 def _failed_with_one_line(proc, err: str, out, end: str) -> None:
     """The audit failed (exit code 1) without a traceback, saying one line: an SDK worker (1 or 2 of 2)
-    ``end`` (``(pid P) was killed by …``), nothing published, the output folder ``out`` untouched."""
+    ``end`` (``(pid P) was killed by …``), nothing published, the output folder ``out`` untouched; each
+    said once (trial40b B7)."""
     assert proc.returncode == 1, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     lines = _one_line(err)
     assert len(lines) == 1 and re.fullmatch(re.escape(
-        "fair-forge-beam: error: the audit stopped: an SDK worker process failed: SDK worker N of 2 "
-        f"{end} (all the workers wrote: this process's stderr); nothing was published (the output folder {out} is "
-        "untouched (as it was before the run; nothing published))").replace("N", "[12]", 1), lines[0]), err[-3000:]
+        f"fair-forge-beam: error: the audit stopped: SDK worker N of 2 {end}; nothing was published; the output "
+        f"folder {out} is untouched (as it was before the run)").replace("N", "[12]", 1), lines[0]), err[-3000:]
 
 
 class _DieOnce:
@@ -646,3 +646,34 @@ def test_a_resumed_worker_says_its_stop_lasted_at_least_the_time_since_it_was_se
     said = [r.getMessage() for r in caplog.records]
     m = re.fullmatch(rf"SDK worker 1 of 1 \(pid {proc.pid}\) resumed \(stopped for at least (\d+) s\)", said[-1])
     assert m and 1 <= int(m.group(1)) <= lasted, (said, lasted)
+
+
+def test_a_workers_death_is_one_line_saying_each_thing_once(tmp_path, capsys):
+    """trial40b B7: the failed run's line said "nothing was published (the output folder … is untouched (as
+    it was before the run; nothing published))" and, of a worker's death, "(all the workers wrote: this
+    process's stderr)", also under --quiet where nothing was written. Now each thing once, only what is true."""
+    from fair_forge_beam.beam_pipeline import WorkerProcessError
+    from fair_forge_beam.console import guarded, note_stage
+
+    import errno
+
+    out = tmp_path / "out"
+    out.mkdir()
+    note_stage(str(tmp_path / "stage"), str(out), existed=True)
+
+    def full_disk():
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "stage" / "results.json"))
+
+    assert guarded(full_disk, "audit") == 1
+    line = capsys.readouterr().err.splitlines()
+    assert len(line) == 1 and line[0].endswith(f"; nothing was published; the output folder {out} is untouched (as it "
+                                               "was before the run)"), line
+    words = "SDK worker 1 of 2 (pid 4242) exited with code 0 before the job ended"
+
+    def death():
+        raise WorkerProcessError(f"{words}, so the job cannot finish (WorkerDied: {words})", words, death=True)
+
+    assert guarded(death, "audit") == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"fair-forge-beam: error: the audit stopped: {words}; nothing was published; the output folder {out} is "
+        "untouched (as it was before the run)"]
