@@ -38,6 +38,20 @@ Per run it records:
   evenly the work is spread over the TaskManagers);
 * the largest SDK worker's RSS over the run (``largest_worker_rss_mb``: about 40 samples), when it
   peaked and the vertices running then (``vertices_at_peak``): which stage a worker's peak belongs to;
+* per TaskManager, what its JVM reports through Flink's REST API (``/taskmanagers/<id>/metrics``,
+  every metric named ``Status.JVM.Memory.*``, ``Status.JVM.GarbageCollector.*``,
+  ``Status.JVM.Threads.*``, ``Status.Flink.Memory.*`` and ``Status.Shuffle.Netty.*``, read at each
+  sample): the peaks of the heap in use, the heap committed, the direct buffers' memory and the
+  non-heap memory in use (``<role>_heap_used_peak_mb`` ...), and the collections and their seconds
+  over the run (``<role>_gc_count``, ``<role>_gc_s``); ``<role>_jvm_metrics``: every such
+  metric's first, peak and last value. The JobManager refreshes
+  these values from the TaskManagers every ``metrics.fetcher.update-interval`` (Flink's default:
+  10 s), so the peaks are those of 10-second snapshots: a peak of the heap in use between two
+  snapshots is missed. A TaskManager's id (``host:port-suffix``) is matched to its JVM by the
+  port its JVM listens on. And from ``/proc/<pid>/smaps`` at each sample: the peak of the heap's
+  resident memory (``<role>_heap_rss_peak_mb``: the pages of the heap mapping the JVM has touched,
+  in use or not) and of the rest of the JVM's RSS (``<role>_outside_heap_rss_peak_mb``: direct
+  buffers, metaspace, code, thread stacks, native allocations, mapped files);
 * whether ``results.json`` is byte-identical to the in-memory run of the same size (it is
   runner-independent by contract; no field is excluded).
 
@@ -157,6 +171,41 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def heap_rss_kb(pid: int, heap_bytes: int) -> Optional[int]:
+    """Resident KB of the JVM's heap: the ``Rss`` in ``/proc/<pid>/smaps`` of the anonymous mapping
+    whose size is within 1 % of ``heap_bytes`` (``-Xmx``; the JVM reserves its heap as one mapping),
+    ``None`` when there is no single such mapping. The heap pages the JVM has touched so far, in use
+    or not (Flink starts a TaskManager with ``-Xms`` = ``-Xmx``: the whole heap is committed from the
+    start, and G1 gives no page back to the system)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps").read_text()
+    except OSError:
+        return None
+    found, anonymous, size = [], False, 0
+    for line in text.splitlines():
+        head = line.split()
+        if not head:
+            continue
+        if "-" in head[0] and not head[0].endswith(":"):  # a mapping's first line: range perms offset dev inode [path]
+            anonymous, size = len(head) == 5, 0
+        elif head[0] == "Size:":
+            size = int(head[1]) * 1024
+        elif head[0] == "Rss:" and anonymous and abs(size - heap_bytes) <= heap_bytes / 100:
+            found.append(int(head[1]))
+    return found[0] if len(found) == 1 else None
+
+
+def _xmx(cmd: str) -> Optional[int]:
+    """``-Xmx`` of a java command line, in bytes (the last one counts)."""
+    units = {"k": 1024, "m": MB, "g": 1024 * MB}
+    out = None
+    for w in cmd.split():
+        if w.startswith("-Xmx"):
+            v = w[4:].lower()
+            out = int(v[:-1]) * units[v[-1]] if v[-1:] in units else int(v)
+    return out
+
+
 def _pids() -> list[int]:
     return [int(d) for d in os.listdir("/proc") if d.isdigit()]
 
@@ -205,6 +254,12 @@ class Sampler(threading.Thread):
         self.workers_seen = 0
         self.blobs: dict[Path, tuple[int, int]] = {}  # blob folder of a job -> largest (files, bytes) seen
         self.roles = {}
+        self.jvm_pid: dict[str, int] = {}  # role -> its JVM's pid
+        self.tm_ids: dict[str, str] = {}  # TaskManager role -> its id in Flink's REST API
+        self.tm_metric_names: list[str] = []
+        self.tm_metrics: dict[str, dict[str, list[float]]] = {}  # role -> metric -> [first, peak, last]
+        self.heap_rss_kb: dict[str, int] = {}  # TaskManager role -> largest resident KB of its heap mapping
+        self.outside_heap_kb: dict[str, int] = {}  # ... largest VmRSS minus the heap's resident KB
         if cluster is not None:
             names = ["jobmanager", *[f"taskmanager-{i}" for i in range(cluster.task_managers)], "job-server"]
             self.roles = dict(zip(cluster.pids, names))
@@ -222,7 +277,11 @@ class Sampler(threading.Thread):
             self.cpu_last[pid] = ticks
             self.kind[pid] = "jvm" if exe == "java" else "python" if exe.startswith("python") else "other"
             if exe == "java":
+                self.jvm_pid[role] = pid
                 self.jvm_hwm_kb[role] = max(self.jvm_hwm_kb.get(role, 0), _status_kb(pid, "VmHWM"))
+                if role.startswith("taskmanager") and (xmx := _xmx(cmd)) and (heap := heap_rss_kb(pid, xmx)) is not None:
+                    self.heap_rss_kb[role] = max(self.heap_rss_kb.get(role, 0), heap)
+                    self.outside_heap_kb[role] = max(self.outside_heap_kb.get(role, 0), _status_kb(pid, "VmRSS") - heap)
             elif role.startswith("taskmanager") and cmd:  # the boot binary and its python worker
                 total += _status_kb(pid, "VmRSS")
                 if exe.startswith("python"):
@@ -230,6 +289,7 @@ class Sampler(threading.Thread):
                     self.worker_rss.setdefault(pid, []).append((time.time(), _status_kb(pid, "VmRSS")))
                     self.worker_cmd[pid] = cmd[:200]
         self.workers_sum_kb = max(self.workers_sum_kb, total)
+        self.sample_jvm_metrics()
         for d in (self.cluster.workdir / "tmp").glob("*/blobStorage/job_*"):
             files = size = 0
             try:
@@ -240,6 +300,58 @@ class Sampler(threading.Thread):
                 pass
             old = self.blobs.get(d, (0, 0))
             self.blobs[d] = (max(old[0], files), max(old[1], size))
+
+    def sample_jvm_metrics(self) -> None:
+        """Each TaskManager's JVM memory and GC metrics from the REST API (first, peak and last value
+        of each); nothing when the REST API does not answer (the cluster stopping)."""
+        try:
+            if len(self.tm_ids) < self.cluster.task_managers:
+                self.tm_ids = match_task_managers(rest(self.cluster, "/taskmanagers", 5).get("taskmanagers", []),
+                                                  {r: p for r, p in self.jvm_pid.items() if r.startswith("taskmanager")})
+            if self.tm_ids and not self.tm_metric_names:
+                listed = rest(self.cluster, f"/taskmanagers/{next(iter(self.tm_ids.values()))}/metrics", 5)
+                self.tm_metric_names = sorted(m["id"] for m in listed if m["id"].startswith(JVM_METRICS))
+            if not self.tm_metric_names:
+                return
+            for role, tm in self.tm_ids.items():
+                got = rest(self.cluster, f"/taskmanagers/{tm}/metrics?get=" + ",".join(self.tm_metric_names), 5)
+                table = self.tm_metrics.setdefault(role, {})
+                for m in got:
+                    try:
+                        v = float(m["value"])
+                    except (KeyError, TypeError, ValueError):
+                        continue
+                    old = table.get(m["id"])
+                    table[m["id"]] = [v, v, v] if old is None else [old[0], max(old[1], v), v]
+        except (OSError, ValueError, KeyError, StopIteration):
+            pass
+
+    def jvm_figures(self) -> dict:
+        """Per TaskManager role: the peaks (MB) of the heap in use, the heap committed, the direct
+        buffers and the non-heap memory in use, the collections and their seconds during the run, and
+        every metric's ``[first, peak, last]``."""
+        out = {}
+        for role, table in self.tm_metrics.items():
+            def peak(name):
+                return table[name][1] / MB if name in table else None
+            gcs = {n.rsplit(".", 2)[1] for n in table if n.startswith("Status.JVM.GarbageCollector.")} - {"All"}  # the sum
+            out.update({f"{role}_heap_used_peak_mb": peak("Status.JVM.Memory.Heap.Used"),
+                        f"{role}_heap_committed_peak_mb": peak("Status.JVM.Memory.Heap.Committed"),
+                        f"{role}_heap_max_mb": peak("Status.JVM.Memory.Heap.Max"),
+                        f"{role}_direct_used_peak_mb": peak("Status.JVM.Memory.Direct.MemoryUsed"),
+                        f"{role}_nonheap_used_peak_mb": peak("Status.JVM.Memory.NonHeap.Used"),
+                        f"{role}_metaspace_used_peak_mb": peak("Status.JVM.Memory.Metaspace.Used"),
+                        f"{role}_network_used_peak_mb": peak("Status.Shuffle.Netty.UsedMemory"),
+                        f"{role}_managed_used_peak_mb": peak("Status.Flink.Memory.Managed.Used"),
+                        f"{role}_threads_peak": table.get("Status.JVM.Threads.Count", [None, None])[1],
+                        f"{role}_gc_count": sum(table[f"Status.JVM.GarbageCollector.{g}.Count"][2]
+                                                - table[f"Status.JVM.GarbageCollector.{g}.Count"][0]
+                                                for g in gcs if f"Status.JVM.GarbageCollector.{g}.Count" in table),
+                        f"{role}_gc_s": sum(table[f"Status.JVM.GarbageCollector.{g}.Time"][2]
+                                            - table[f"Status.JVM.GarbageCollector.{g}.Time"][0]
+                                            for g in gcs if f"Status.JVM.GarbageCollector.{g}.Time" in table) / 1000,
+                        f"{role}_jvm_metrics": table, f"{role}_rest_id": self.tm_ids.get(role)})
+        return out
 
     def largest_worker_timeline(self, vertices: list, points: int = 40) -> dict:
         """The worker with the largest peak: its RSS over the run (``points`` samples, MB, seconds
@@ -279,9 +391,57 @@ class Sampler(threading.Thread):
 
 
 # ---------------------------------------------------------------- Flink REST
-def rest(cluster, path: str):
-    with urllib.request.urlopen(cluster.rest_url + path, timeout=30) as r:
+def rest(cluster, path: str, timeout: float = 30):
+    with urllib.request.urlopen(cluster.rest_url + path, timeout=timeout) as r:
         return json.load(r)
+
+
+JVM_METRICS = ("Status.JVM.Memory.", "Status.JVM.GarbageCollector.", "Status.JVM.Threads.", "Status.Flink.Memory.",
+               "Status.Shuffle.Netty.")
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its socket inodes in ``/proc/<pid>/net/tcp*``)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except OSError:
+        return set()
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def match_task_managers(listed: list[dict], jvms: dict[str, int]) -> dict[str, str]:
+    """``role -> TaskManager id`` for the TaskManagers of ``/taskmanagers`` (``listed``) whose id's
+    port (``host:port-suffix``) or data port is one their JVM of ``jvms`` (``role -> pid``) listens
+    on; empty until every listed TaskManager is matched."""
+    ports = {role: listening_ports(pid) for role, pid in jvms.items()}
+    out = {}
+    for tm in listed:
+        tid = tm.get("id", "")
+        mine = {tm.get("dataPort")}
+        head = tid.split("-", 1)[0]
+        if head.rpartition(":")[2].isdigit():
+            mine.add(int(head.rpartition(":")[2]))
+        roles = [r for r, p in ports.items() if p & mine]
+        if len(roles) == 1:
+            out[roles[0]] = tid
+    return out if len(out) == len(listed) else {}
 
 
 def flink_jobs(cluster) -> list[dict]:
@@ -354,6 +514,9 @@ def run_audit(data: Path, out: Path, runner_args: list[str], cluster=None, inter
         rec.pop("vertex_times", None)
         start, end = fig["job_start"], fig["job_end"]
         rec.update({f"{role}_peak_rss_mb": kb / 1024 for role, kb in sampler.jvm_hwm_kb.items()})
+        rec.update(sampler.jvm_figures())
+        rec.update({f"{role}_heap_rss_peak_mb": kb / 1024 for role, kb in sampler.heap_rss_kb.items()})
+        rec.update({f"{role}_outside_heap_rss_peak_mb": kb / 1024 for role, kb in sampler.outside_heap_kb.items()})
         rec.update(worker_peak_rss_mb=max(sampler.worker_hwm_kb.values(), default=0) / 1024,
                    workers_sum_peak_rss_mb=sampler.workers_sum_kb / 1024, worker_processes=len(sampler.worker_hwm_kb),
                    worker_commands=sorted(set(sampler.worker_cmd.values()))[:3],
@@ -404,6 +567,18 @@ COLUMNS = [  # (header, key, format)
     ("CPU s", "cpu_s", "{:.1f}"), ("start-up s", "startup_s", "{:.1f}"), ("processing s", "processing_s", "{:.1f}"),
     ("finish s", "finish_s", "{:.1f}"), ("launcher MB", "launcher_peak_rss_mb", "{:.0f}"),
     ("TM-0 MB", "taskmanager-0_peak_rss_mb", "{:.0f}"), ("TM-1 MB", "taskmanager-1_peak_rss_mb", "{:.0f}"),
+    ("TM-0 heap MB", "taskmanager-0_heap_used_peak_mb", "{:.0f}"), ("TM-1 heap MB", "taskmanager-1_heap_used_peak_mb", "{:.0f}"),
+    ("TM-0 heap comm. MB", "taskmanager-0_heap_committed_peak_mb", "{:.0f}"),
+    ("TM-1 heap comm. MB", "taskmanager-1_heap_committed_peak_mb", "{:.0f}"),
+    ("TM-0 heap RSS MB", "taskmanager-0_heap_rss_peak_mb", "{:.0f}"), ("TM-1 heap RSS MB", "taskmanager-1_heap_rss_peak_mb", "{:.0f}"),
+    ("TM-0 RSS outside heap MB", "taskmanager-0_outside_heap_rss_peak_mb", "{:.0f}"),
+    ("TM-1 RSS outside heap MB", "taskmanager-1_outside_heap_rss_peak_mb", "{:.0f}"),
+    ("TM-0 direct MB", "taskmanager-0_direct_used_peak_mb", "{:.0f}"),
+    ("TM-1 direct MB", "taskmanager-1_direct_used_peak_mb", "{:.0f}"),
+    ("TM-0 non-heap MB", "taskmanager-0_nonheap_used_peak_mb", "{:.0f}"),
+    ("TM-1 non-heap MB", "taskmanager-1_nonheap_used_peak_mb", "{:.0f}"),
+    ("TM-0 GCs", "taskmanager-0_gc_count", "{:.0f}"), ("TM-1 GCs", "taskmanager-1_gc_count", "{:.0f}"),
+    ("TM-0 GC s", "taskmanager-0_gc_s", "{:.1f}"), ("TM-1 GC s", "taskmanager-1_gc_s", "{:.1f}"),
     ("worker MB", "worker_peak_rss_mb", "{:.0f}"), ("workers sum MB", "workers_sum_peak_rss_mb", "{:.0f}"),
     ("tasks", "tasks", "{}"), ("lifted", "lifted_combines", "{}"), ("shuffled MB", "write_bytes", "{}"), ("blob files", "staged_files", "{}"), ("blob MB", "staged_mb", "{:.0f}"),
     ("identical", "identical", "{}"),

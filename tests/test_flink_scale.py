@@ -115,6 +115,18 @@ def test_bench_flink_scale_smallest_size_on_flink(flink_cluster, tmp_path, capsy
     for key in ("wall_s", "cpu_s", "startup_s", "processing_s", "launcher_peak_rss_mb", "taskmanager-0_peak_rss_mb",
                 "taskmanager-1_peak_rss_mb", "worker_peak_rss_mb", "workers_sum_peak_rss_mb"):
         assert flink[key] > 0, (key, flink)
+    # each TaskManager's JVM as the REST API reports it, matched to its process by its port
+    ids = set()
+    for tm in ("taskmanager-0", "taskmanager-1"):
+        assert 0 < flink[f"{tm}_heap_used_peak_mb"] <= flink[f"{tm}_heap_committed_peak_mb"], (tm, flink)
+        assert flink[f"{tm}_heap_committed_peak_mb"] <= flink[f"{tm}_heap_max_mb"] < flink[f"{tm}_peak_rss_mb"] * 4
+        assert flink[f"{tm}_direct_used_peak_mb"] > 0 and flink[f"{tm}_nonheap_used_peak_mb"] > 0, (tm, flink)
+        assert flink[f"{tm}_gc_count"] >= 0 and flink[f"{tm}_gc_s"] >= 0, (tm, flink)
+        # the heap's resident pages (smaps) and the rest of the RSS
+        assert 0 < flink[f"{tm}_heap_rss_peak_mb"] <= flink[f"{tm}_heap_max_mb"], (tm, flink)
+        assert 0 < flink[f"{tm}_outside_heap_rss_peak_mb"] < flink[f"{tm}_peak_rss_mb"], (tm, flink)
+        ids.add(flink[f"{tm}_rest_id"])
+    assert len(ids) == 2 and "TM-0 heap MB" in printed, ids
     assert flink["cluster_cpu_s"] > 0 and flink["worker_processes"] > 0
     assert flink["tasks"] >= flink["vertices"] > 0 and flink["write_bytes"] > 0, flink
     assert mem["startup_s"] > 0 and mem["processing_s"] > 0
