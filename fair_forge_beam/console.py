@@ -99,13 +99,14 @@ def output_state(output: str, existed: bool) -> str:
 def failed_state(output: Optional[str], existed: bool) -> str:
     """What a failed run left, each thing said once (trial40b B7: "nothing was published (the output folder
     X is untouched (as it was before the run; nothing published))"): ``nothing was published; the output
-    folder X is untouched (as it was before the run)``, ``nothing was published (X was not created)``, or,
-    no output folder known, ``nothing was published (the output folder, if any, is as it was)``."""
+    folder X is untouched (as it was before the run)``; a folder that did not exist, :func:`output_state`'s
+    ``nothing was written (X was not created)``, as every line says it; no output folder known,
+    ``nothing was published (the output folder, if any, is as it was)``."""
     if output is None:
         return "nothing was published (the output folder, if any, is as it was)"
     if existed:
         return f"nothing was published; the output folder {output} is untouched (as it was before the run)"
-    return f"nothing was published ({output} was not created)"
+    return output_state(output, False)
 
 
 def early_state(output: Optional[str], existed: bool) -> str:

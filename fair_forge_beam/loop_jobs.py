@@ -283,6 +283,7 @@ def failed_turns_warning(doc: dict, out: str) -> Optional[str]:
     top = next(iter(reasons), "")
     top = top[len("assistant call failed: "):] if top.startswith("assistant call failed: ") else top
     turns = int(doc.get("turns") or failed + answered)
+    from fair_forge_beam._beam import beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.reports.summary import printable

@@ -116,6 +116,15 @@ def cut_reason(kind: str) -> str:
     start = len(kind) - _TAIL
     space = kind.rfind(" ", start - 15, start + 1)
     t = space + 1 if space != -1 else start
+    # a reason's first item ("…: queries: is required but missing; insight: …") is its main cause: shown whole
+    # when it fits beside the end's whole last clauses, which then take the room left (the end's clauses
+    # alone had left the start "…: queries:")
+    first = kind.find("; ")
+    if 0 < first <= REASON_LIMIT - 3 - (len(kind) - t):
+        room = REASON_LIMIT - 3 - first
+        fits = [m.start() for m in _CLAUSE_START.finditer(kind, max(len(kind) - min(_TAIL_MAX, room), first + 2))]
+        if fits:
+            return kind[:first] + " … " + kind[fits[0]:]
     fits = [m.start() for m in _CLAUSE_START.finditer(kind, max(len(kind) - _TAIL_MAX, 1), t + 1)]
     if fits:  # whole trailing clauses, as many as fit: "extra_key: is not a field …" keeps its key
         t = fits[0]

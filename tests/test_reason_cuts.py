@@ -66,3 +66,13 @@ def _dropped_negation(reason: str, pos: int, piece: str):
         return None
     m = NEGATION.search(dropped)
     return m.group(0) if m else None
+
+
+def test_a_cut_keeps_the_reasons_first_item_whole():
+    """The end's whole last clauses (fix42d) had left the start "…: queries:", dropping the main cause
+    "is required but missing" (test_cli_edges' loop whose generator fails every call)."""
+    kind = ("invalid answer after 2 attempt(s): the generator's reply: queries: is required but missing; "
+            "insight: is not a field of this object (an unknown key: leave it out or check its spelling)")
+    cut = cut_reason(kind)
+    assert len(cut) <= REASON_LIMIT and cut.startswith(kind[:kind.index("; ")] + " … "), cut
+    assert cut.endswith("(an unknown key: leave it out or check its spelling)"), cut
