@@ -68,7 +68,7 @@ data included: a later invocation with other ``--runners`` adds to the same tabl
 
 ``--variant "LABEL [ARG ...]"`` (repeatable) runs every size and runner once per variant, the
 variants one after the other for each size and runner (an A/B within one invocation: on a shared
-machine only those ratios count): ``ARG``\ s are added to the audit's command line (e.g. Beam's
+machine only those ratios count): each ``ARG`` is added to the audit's command line (e.g. Beam's
 ``--experiments=pre_optimize=pack_combiners``), except ``--code-root=PATH``, which puts that
 checkout first on ``PYTHONPATH`` of the launcher and of the variant's fresh Flink cluster (its SDK
 workers), and ``--env=NAME=VALUE``, which sets that variable there (e.g. ``MALLOC_ARENA_MAX=2``). A variant's record is ``<runner>-<size>-<LABEL>.json``, its output ``out-<runner>-<size>-<LABEL>``;

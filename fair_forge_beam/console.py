@@ -602,9 +602,10 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
     SIGTERM are taken for its whole life (the module docstring), and an interrupt ends the process
     once its line is said. Otherwise (a call from Python) the handlers are those of the caller."""
     owned = owns_process and _install(command, prog)
-    with _STATE.lock:  # this command's line is yet to be said (calls from Python share the state)
-        _STATE.said = False
-        _STATE.expected = None  # an earlier call's folder is not this one's
+    with _STATE.lock:  # this command's line is yet to be said (calls from Python share the state):
+        _STATE.said = False  # an earlier call's folders are not this one's (its failed line named the folder
+        _STATE.expected = None  # an earlier test had staged: CI on befeab0, test_full_disk's trend)
+        _STATE.outputs, _STATE.existed, _STATE.published, _STATE.in_place = [], {}, [], []
     if owned:  # the command line is this command's: its output folder is named until the command parses it
         expect_output(command_output(command, sys.argv[1:]))
     if owned:

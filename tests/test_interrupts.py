@@ -420,6 +420,34 @@ def test_the_lines_say_a_folder_that_never_existed_was_not_created(tmp_path, cap
     assert out.exists() == existed
 
 
+def test_a_failed_line_names_no_folder_of_an_earlier_call(tmp_path, capsys, monkeypatch):
+    """CI on befeab0 (test_full_disk): calls from Python share the console's state, and a trend that
+    failed on a full disk said "nothing was written (…/r2 was not created)" of the folder an earlier
+    test's audit had staged in the same process. Each call's line names only the folders it staged."""
+    import errno
+
+    from fair_forge_beam import console
+    from fair_forge_beam.console import guarded
+    from fair_forge_beam.reports.output_folder import staged_output
+
+    monkeypatch.setattr(console, "_STATE", console._Interrupts())
+    first = tmp_path / "first"
+
+    def staged():
+        with staged_output(str(first)):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def unstaged():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    assert guarded(staged, "audit") == 1
+    assert f"nothing was written ({first} was not created)" in capsys.readouterr().err
+    assert guarded(unstaged, "trend") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(first) not in err[0], err
+    assert err[0].endswith("nothing was published (the output folder, if any, is as it was)"), err
+
+
 def _stat(pid) -> tuple:
     """``(state, ppid)`` of a process, or None when it is gone."""
     try:

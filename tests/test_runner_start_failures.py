@@ -66,4 +66,4 @@ def test_an_unanswered_job_endpoint_is_one_line_and_exit_1(tmp_path):
     assert len(err) == 1, err
     assert err[0].startswith("fair-forge-beam: error: the audit stopped: Beam could not start the runner's job server "
                              "or a service the run needs: no answer from the job service in time"), err
-    assert "nothing was published" in err[0] and not out.exists()
+    assert err[0].endswith(f"nothing was written ({out} was not created)") and not out.exists(), err
