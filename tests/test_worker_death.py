@@ -659,9 +659,9 @@ def test_a_workers_death_is_one_line_saying_each_thing_once(tmp_path, capsys):
 
     out = tmp_path / "out"
     out.mkdir()
-    note_stage(str(tmp_path / "stage"), str(out), existed=True)
 
-    def full_disk():
+    def full_disk():  # each call stages its folder, as a command does (a call's line names only its own: 11e39df)
+        note_stage(str(tmp_path / "stage"), str(out), existed=True)
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "stage" / "results.json"))
 
     assert guarded(full_disk, "audit") == 1
@@ -671,6 +671,7 @@ def test_a_workers_death_is_one_line_saying_each_thing_once(tmp_path, capsys):
     words = "SDK worker 1 of 2 (pid 4242) exited with code 0 before the job ended"
 
     def death():
+        note_stage(str(tmp_path / "stage"), str(out), existed=True)
         raise WorkerProcessError(f"{words}, so the job cannot finish (WorkerDied: {words})", words, death=True)
 
     assert guarded(death, "audit") == 1
