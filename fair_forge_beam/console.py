@@ -299,31 +299,15 @@ def _hard_exit(code: int, line: Optional[str]) -> None:
     os._exit(code)
 
 
-def _descendants() -> list:
-    """The process ids of this process's children, grandchildren … (Linux: ``/proc``; ``[]``
-    elsewhere), children first."""
-    parents: dict = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()  # after the command's name, which may hold spaces
-        if len(fields) > 1:
-            parents.setdefault(int(fields[1]), []).append(int(name))
-    out, todo = [], [os.getpid()]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        out += kids
-        todo += kids
-    return out
+def _procfs():
+    """:mod:`fair_forge_beam.procfs`, imported where the signals are taken (:func:`starting`,
+    :func:`_install`), before their handler is in place, so that ending the command's processes
+    (:func:`_hard_exit`, in a signal's handler or the watchdog's thread) imports nothing: a handler
+    that ran inside this import would find the module half made. Not at this module's top: it
+    imports nothing of the package before it takes the signals."""
+    from fair_forge_beam import procfs
+
+    return procfs
 
 
 def _end_descendants(wait: float = 2.0) -> None:
@@ -331,7 +315,8 @@ def _end_descendants(wait: float = 2.0) -> None:
     them, a runner's job server): SIGTERM, then SIGKILL for those still there after ``wait``
     seconds. Called as an interrupted command ends the process, so that no worker outlives it,
     still calling a judge (issue 28, seal28: a Ctrl-C of a multi-process run left 4 processes)."""
-    pids = _descendants()
+    procfs = _procfs()
+    pids = procfs.descendants()
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             with contextlib.suppress(OSError):
@@ -350,12 +335,7 @@ def _running(pid: int) -> bool:
     with contextlib.suppress(ChildProcessError, OSError):
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] != b"Z"
-    except OSError:
-        return False
+    return _procfs().alive(pid)
 
 
 def _watchdog(signum: int) -> None:
@@ -415,6 +395,7 @@ def starting(prog: str = "fair-forge-beam", command: Optional[str] = None) -> No
     def on_signal(signum, frame) -> None:
         _hard_exit(128 + signum, f"{prog}: interrupted ({_signal_name(signum)}): stopped while starting; {state}")
 
+    _procfs()  # what the handler's _hard_exit uses, imported before the handler can run
     for name in _SIGNALS:
         with contextlib.suppress(ValueError, OSError):
             signal.signal(getattr(signal, name), on_signal)
@@ -424,6 +405,7 @@ def _install(command: str, prog: str) -> bool:
     """Take SIGINT / SIGTERM (main thread only); whether they were taken."""
     if threading.current_thread() is not threading.main_thread():
         return False
+    _procfs()  # what the handler's _hard_exit uses, imported before the handler can run
     with _STATE.lock:
         _STATE.reset()
         _STATE.command, _STATE.prog = command, prog

@@ -32,8 +32,10 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from fair_forge_beam import procfs
+
 __all__ = ["write_python_wrapper", "write_worker_command", "worker_stderr", "worker_stderr_texts", "stderr_files", "stderr_report", "worker_command_of",
-           "pid_alive", "STDERR_DIR", "BOOT_SCRIPT"]
+           "STDERR_DIR", "BOOT_SCRIPT"]
 
 #: the worker command's file name in its folder
 BOOT_SCRIPT = "beam-boot"
@@ -167,21 +169,6 @@ def worker_command_of(options) -> Optional[Path]:
 _LINE = 400  # characters of one stderr line shown (the boot binary logs the job's options on one line)
 
 
-def pid_alive(pid: int) -> bool:
-    """``False`` when process ``pid`` is gone or a zombie, else ``True`` (also when it cannot be
-    signalled, another user's, or ``/proc`` cannot be read)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    try:  # a zombie has ended
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def worker_stderr(options, since: float, max_files: int = 4, max_lines: int = 25) -> str:
     """:func:`stderr_report` of the folder of ``options``' worker command (``""`` when the command
     is not one of :func:`write_worker_command`)."""
@@ -222,7 +209,7 @@ def stderr_files(folder: os.PathLike, since: float) -> tuple:
         except (ValueError, OSError):
             continue
         if size and started >= int(since) - 1:
-            found.append((not pid_alive(pid), started, f))
+            found.append((not procfs.alive(pid), started, f))
     return [f for _, _, f in sorted(found, reverse=True)], errors
 
 

@@ -47,7 +47,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from fair_forge_beam.process_workers import pid_alive
+from fair_forge_beam import procfs
 
 __all__ = ["watching", "settle", "worker_started", "worker_ended", "worker_told_to_stop", "worker_states",
            "WorkerDied", "exit_words", "CHECK_EVERY", "STOPPED_TOO_LONG"]
@@ -128,7 +128,7 @@ class _Watch:
         """Whether ``proc`` ended, or is ending, as no worker of a running job should."""
         code = proc.returncode
         if code is None:
-            return not pid_alive(proc.pid)
+            return not procfs.alive(proc.pid)
         return bool(code) or not self.asked_to_end(proc)
 
 
@@ -186,24 +186,6 @@ def worker_ended(proc, code: Optional[int]) -> None:
                 pass
 
 
-def _stat(pid: int) -> Optional[tuple]:
-    """``(state letter, CPU seconds)`` of process ``pid`` from ``/proc/PID/stat``, ``None`` when gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    try:
-        return fields[0].decode(), (int(fields[11]) + int(fields[12])) / _TICKS
-    except (IndexError, ValueError):
-        return None
-
-
-try:
-    _TICKS = float(os.sysconf("SC_CLK_TCK"))
-except (AttributeError, ValueError, OSError):
-    _TICKS = 100.0
-
 #: the states of ``/proc/PID/stat`` in words
 _STATES = {"R": "running", "S": "sleeping", "D": "waiting for a disk", "T": "stopped", "t": "stopped by a debugger",
            "Z": "ended", "X": "ended", "I": "idle"}
@@ -222,20 +204,20 @@ def _look(watch: _Watch, resumes_only: bool = False) -> None:
     with watch.lock:
         workers = [p for p in watch.workers if p.returncode is None or resumes_only and p.pid in watch.stopped]
     for proc in workers:
-        st = _stat(proc.pid) if proc.returncode is None else None
-        stopped = st is not None and st[0] in "Tt"
+        st = procfs.stat(proc.pid) if proc.returncode is None else None
+        stopped = st is not None and st.state in "Tt"
         if stopped and proc.pid in watch.stopped and proc.pid not in watch.stopped_too_long and not resumes_only \
                 and watch.death is None and time.monotonic() - watch.stopped[proc.pid] >= STOPPED_TOO_LONG:
             watch.stopped_too_long.add(proc.pid)
             log.error("%s has been stopped for at least %d s (state %s in /proc/%d/stat): the run waits for it; "
-                      "`kill -CONT %d` resumes it", watch.name(proc), time.monotonic() - watch.stopped[proc.pid], st[0],
+                      "`kill -CONT %d` resumes it", watch.name(proc), time.monotonic() - watch.stopped[proc.pid], st.state,
                       proc.pid, proc.pid)
         if stopped == (proc.pid in watch.stopped) or watch.death is not None:
             continue
         if stopped and not resumes_only:
             watch.stopped[proc.pid] = time.monotonic()
             log.warning("%s is %s (state %s in /proc/%d/stat): the run waits for it; `kill -CONT %d` resumes it",
-                        watch.name(proc), _STATES[st[0]], st[0], proc.pid, proc.pid)
+                        watch.name(proc), _STATES[st.state], st.state, proc.pid, proc.pid)
         elif not stopped:
             since = watch.stopped.pop(proc.pid)
             watch.stopped_too_long.discard(proc.pid)
@@ -254,9 +236,9 @@ def worker_states() -> list:
         with w.lock:
             workers = [p for p in w.workers if p.returncode is None]
         for proc in workers:
-            st = _stat(proc.pid)
-            if st is not None and st[0] not in "ZX":
-                out.append((w.name(proc), _STATES.get(st[0], f"state {st[0]}"), st[1]))
+            st = procfs.stat(proc.pid)
+            if st is not None and not st.ended:
+                out.append((w.name(proc), _STATES.get(st.state, f"state {st.state}"), st.cpu_seconds))
     return out
 
 

@@ -87,8 +87,9 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
+from fair_forge_beam import procfs
 from fair_forge_beam.options import NO_CLUSTER_ENDPOINT
-from fair_forge_beam.process_workers import BOOT_SCRIPT, STDERR_DIR, pid_alive, write_worker_command
+from fair_forge_beam.process_workers import BOOT_SCRIPT, STDERR_DIR, write_worker_command
 from fair_forge_beam.testing.reaper import OwnedGroups, end_groups
 
 __all__ = ["FlinkCluster", "free_port", "main"]
@@ -499,7 +500,7 @@ def _alive(pid: int, procs: list[subprocess.Popen]) -> bool:
     for p in procs:
         if p.pid == pid:
             return p.poll() is None
-    return pid_alive(pid)  # a zombie of another parent counts as ended
+    return procfs.alive(pid)  # a zombie of another parent counts as ended
 
 
 def main(argv=None) -> int:

@@ -17,7 +17,8 @@ forgotten by the reaper as soon as it has no process left, so that its id, given
 process, is never signalled. One reaper serves every guarded object of a process (one at a time:
 it exits when the last group is withdrawn, and when its owner has ended).
 
-Run as a script, this file is the reaper (it imports nothing of the package)."""
+Run as a script, this file is the reaper: it imports nothing of the package, and reads the one
+module it shares with it, :mod:`fair_forge_beam.procfs` (the standard library only), by its path."""
 from __future__ import annotations
 
 import os
@@ -28,6 +29,16 @@ import sys
 import threading
 import time
 from typing import Iterable, Optional, Sequence
+
+if __package__:
+    from fair_forge_beam import procfs
+else:  # the reaper: ``python -I -S reaper.py`` puts neither the package nor this folder on sys.path
+    import importlib.util
+
+    _SPEC = importlib.util.spec_from_file_location(
+        "fair_forge_beam.procfs", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "procfs.py"))
+    procfs = importlib.util.module_from_spec(_SPEC)
+    _SPEC.loader.exec_module(procfs)
 
 __all__ = ["Reaper", "OwnedGroups", "end_groups", "live_groups", "GRACE_SECONDS", "TICK"]
 
@@ -58,21 +69,13 @@ def live_groups(pgids: Sequence[int]) -> list[int]:
     if not candidates:
         return []
     try:
-        entries = os.listdir("/proc")
+        stats = procfs.processes()
     except OSError:
         return candidates
     wanted, running = set(candidates), set()
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            pgrp = int(fields[2])
-        except (OSError, IndexError, ValueError):
-            continue
-        if pgrp in wanted and fields[0] != b"Z":
-            running.add(pgrp)
+    for _, st in stats:
+        if st.pgid in wanted and not st.ended:
+            running.add(st.pgid)
             if running == wanted:
                 break
     return [g for g in candidates if g in running]
