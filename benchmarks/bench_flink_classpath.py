@@ -21,7 +21,6 @@ Needs ``.ci/get_runners.sh`` (Flink). Every cluster is stopped at the end.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import sys
 import tempfile
@@ -31,29 +30,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fair_forge_beam import procfs  # noqa: E402
 from fair_forge_beam.testing import beam_runners as rn  # noqa: E402
 from fair_forge_beam.testing.flink_cluster import FlinkCluster  # noqa: E402
 from pipelines import audit  # noqa: E402
 
 ARGS = ["--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000",
         "--metrics", "humanity,toxicity", "--group-extractor", "keyword"]
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def group_cpu(leaders: list[int]) -> float:
     """CPU seconds of every live process whose process group is one of ``leaders``, each with
     the CPU of the descendants it reaped (``cutime``/``cstime``)."""
-    total = 0
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            f = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(f[2]) in leaders:  # f[2] = pgrp; utime, stime, cutime, cstime = f[11:15]
-            total += sum(int(x) for x in f[11:15])
-    return total / TICK
+    return sum(st.cpu_seconds + st.children_cpu_seconds for _, st in procfs.processes() if st.pgid in leaders)
 
 
 def self_cpu() -> float:

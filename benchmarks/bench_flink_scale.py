@@ -107,9 +107,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_engine import write_sessions  # noqa: E402
+from fair_forge_beam import procfs  # noqa: E402
 
 AUDIT = ["--metrics", "humanity,toxicity", "--group-extractor", "keyword", "--quiet"]
-TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1024 * 1024
 
@@ -147,13 +147,6 @@ run_audit_and_write(marks, "FFB_MARKS")
 
 
 # ---------------------------------------------------------------- /proc
-def _stat(pid: int) -> Optional[list[str]]:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
 def _status_kb(pid: int, key: str) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -206,19 +199,15 @@ def _xmx(cmd: str) -> Optional[int]:
     return out
 
 
-def _pids() -> list[int]:
-    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
-
-
-def processes(groups: list[int]) -> dict[int, tuple[int, list[str]]]:
-    """``pid -> (group, stat fields)`` of every live process in the process groups ``groups`` or
+def processes(groups: list[int]) -> dict[int, tuple[int, procfs.Stat]]:
+    """``pid -> (group, Stat)`` of every live process in the process groups ``groups`` or
     descended from one of their processes (a worker that made a group of its own still counts),
     ``group`` being the group it belongs to by that rule."""
-    stats = {pid: f for pid in _pids() if (f := _stat(pid))}
-    owner = {pid: int(f[2]) for pid, f in stats.items() if int(f[2]) in groups}  # f[2] = pgrp
+    stats = dict(procfs.processes())
+    owner = {pid: st.pgid for pid, st in stats.items() if st.pgid in groups}
     children: dict[int, list[int]] = {}
-    for pid, f in stats.items():
-        children.setdefault(int(f[1]), []).append(pid)  # f[1] = ppid
+    for pid, st in stats.items():
+        children.setdefault(st.ppid, []).append(pid)
     stack = list(owner)
     while stack:
         pid = stack.pop()
@@ -232,7 +221,7 @@ def processes(groups: list[int]) -> dict[int, tuple[int, list[str]]]:
 def group_cpu(groups: list[int]) -> float:
     """CPU seconds of the live processes of :func:`processes` (``groups``), each with the CPU of the
     children it reaped (``utime + stime + cutime + cstime``)."""
-    return sum(sum(int(x) for x in f[11:15]) for _, f in processes(groups).values()) / TICK
+    return sum(st.cpu_seconds + st.children_cpu_seconds for _, st in processes(groups).values())
 
 
 class Sampler(threading.Thread):
@@ -247,8 +236,8 @@ class Sampler(threading.Thread):
         self.worker_hwm_kb: dict[int, int] = {}  # python worker pid -> largest VmHWM seen
         self.worker_cmd: dict[int, str] = {}
         self.worker_rss: dict[int, list[tuple[float, int]]] = {}  # python worker pid -> [(time, VmRSS KB)]
-        self.cpu_first: dict[int, int] = {}  # pid -> utime + stime (ticks) when first seen
-        self.cpu_last: dict[int, int] = {}  # ... when last seen
+        self.cpu_first: dict[int, float] = {}  # pid -> its own CPU seconds (utime + stime) when first seen
+        self.cpu_last: dict[int, float] = {}  # ... when last seen
         self.kind: dict[int, str] = {}  # pid -> "jvm", "python" (SDK worker) or "other" (boot, shells)
         self.workers_sum_kb = 0  # largest sum of the workers' VmRSS at one sample
         self.workers_seen = 0
@@ -268,13 +257,12 @@ class Sampler(threading.Thread):
         if not self.roles:
             return
         total = 0
-        for pid, (group, f) in processes(list(self.roles)).items():
+        for pid, (group, st) in processes(list(self.roles)).items():
             role = self.roles[group]
             cmd = _cmdline(pid)
             exe = os.path.basename(cmd.split(" ", 1)[0])
-            ticks = int(f[11]) + int(f[12])
-            self.cpu_first.setdefault(pid, ticks)
-            self.cpu_last[pid] = ticks
+            self.cpu_first.setdefault(pid, st.cpu_seconds)
+            self.cpu_last[pid] = st.cpu_seconds
             self.kind[pid] = "jvm" if exe == "java" else "python" if exe.startswith("python") else "other"
             if exe == "java":
                 self.jvm_pid[role] = pid
@@ -372,7 +360,7 @@ class Sampler(threading.Thread):
         what it reaped; a process's last interval before it ended is missed)."""
         out: dict[str, float] = {}
         for pid, last in self.cpu_last.items():
-            out[self.kind[pid]] = out.get(self.kind[pid], 0.0) + (last - self.cpu_first[pid]) / TICK
+            out[self.kind[pid]] = out.get(self.kind[pid], 0.0) + (last - self.cpu_first[pid])
         return out
 
     def job_blobs(self, jid: str) -> tuple[int, float]:

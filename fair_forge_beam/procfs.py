@@ -1,5 +1,5 @@
 """The package's one reader of Linux's ``/proc/PID/stat`` (issue 29): a process's state letter,
-parent, process group and CPU seconds (:func:`stat`), the processes below one
+parent, process group and CPU seconds (:func:`stat`; :func:`processes`: all of them), the processes below one
 (:func:`descendants`), and whether one is alive (:func:`alive`: a zombie is not).
 
 The second field of the file is the command's name in parentheses, and a process may name itself
@@ -34,7 +34,8 @@ class Stat(NamedTuple):
     state: str  #: ``R`` running, ``S`` sleeping, ``D`` waiting for a disk, ``T`` stopped, ``t`` traced, ``Z``, ``X``, ``I``
     ppid: int  #: the parent's process id
     pgid: int  #: the process group's id
-    cpu_seconds: float  #: user + system CPU time of the process itself (not of the children it reaped)
+    cpu_seconds: float  #: user + system CPU time of the process itself (``utime + stime``)
+    children_cpu_seconds: float  #: ... of the children it waited for (``cutime + cstime``)
 
     @property
     def ended(self) -> bool:
@@ -48,7 +49,7 @@ def parse(data: bytes) -> Optional[Stat]:
     fields = data[end + 1:].split() if end >= 0 else []
     try:
         return Stat(fields[0].decode("ascii"), int(fields[1]), int(fields[2]),
-                    (int(fields[11]) + int(fields[12])) / TICKS)
+                    (int(fields[11]) + int(fields[12])) / TICKS, (int(fields[13]) + int(fields[14])) / TICKS)
     except (IndexError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
 

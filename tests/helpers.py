@@ -20,11 +20,10 @@ KEYWORD_AUDIT = ("--quiet", "--mode", "bayesian", "--seed", "7", "--mc-samples",
 
 
 def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    """Whether process ``pid`` exists and is not a zombie (:func:`fair_forge_beam.procfs.alive`)."""
+    from fair_forge_beam import procfs
+
+    return procfs.alive(pid)
 
 
 # ------------------------------------------------------------------ pipelines

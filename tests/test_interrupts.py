@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from fair_forge_beam import procfs
 from helpers import FNAPI, REPO
 
 HH = REPO / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
@@ -448,36 +449,14 @@ def test_a_failed_line_names_no_folder_of_an_earlier_call(tmp_path, capsys, monk
     assert err[0].endswith("nothing was published (the output folder, if any, is as it was)"), err
 
 
-def _stat(pid) -> tuple:
-    """``(state, ppid)`` of a process, or None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2:].split()
-    return fields[0], int(fields[1])
-
-
 def _tree(root: int) -> list:
     """``root`` and its running descendants (zombies are not), whatever their process group:
     Beam's workers get a group of their own."""
-    parents = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = _stat(name)
-            if st is not None and st[0] != b"Z":
-                parents[int(name)] = st[1]
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        if pid in parents:
-            out.append(pid)
-        todo.extend(p for p, parent in parents.items() if parent == pid)
-    return out
+    return _alive([root, *procfs.descendants(root)])
 
 
 def _alive(pids) -> list:
-    return [p for p in pids if (st := _stat(p)) is not None and st[0] != b"Z"]
+    return [p for p in pids if procfs.alive(p)]
 
 
 def _no_process_left(pids) -> list:

@@ -51,9 +51,9 @@ def named():
 
 
 def test_parse_reads_after_the_last_parenthesis():
-    line = b"4242 (" + NAME + b") S 77 88 88 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 123 4096 10\n"
+    line = b"4242 (" + NAME + b") S 77 88 88 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 1 0 123 4096 10\n"
     st = procfs.parse(line)
-    assert st == procfs.Stat("S", 77, 88, 300 / procfs.TICKS) and not st.ended
+    assert st == procfs.Stat("S", 77, 88, 300 / procfs.TICKS, 10 / procfs.TICKS) and not st.ended
     assert procfs.parse(line.replace(b") S 77", b") Z 77")).ended
     for broken in (b"", b"4242 (sh", b"4242 (sh) S 77", line.replace(b" 88 88", b" x 88")):
         assert procfs.parse(broken) is None, broken

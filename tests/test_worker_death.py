@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from fair_forge_beam import procfs
 from helpers import FNAPI
 from test_interrupts import MULTI_PROCESS, _leftovers, _no_process_left, _one_line, _tree, context_audit
 
@@ -262,7 +263,7 @@ def test_a_stopped_worker_is_named_and_the_run_goes_on_when_it_resumes(tmp_path,
         deadline = time.time() + CHECK_EVERY + 10
         while time.time() < deadline and not any("kill -CONT" in m for m in said()):
             time.sleep(0.1)
-        seen.update(pid=pid, after=time.time() - at, said=said(), state=open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0])
+        seen.update(pid=pid, after=time.time() - at, said=said(), state=procfs.stat(pid).state)
         time.sleep(1)
         os.kill(pid, signal.SIGCONT)
 
@@ -596,7 +597,7 @@ def stopped_worker():
 
 def _state(pid: int, want: str) -> None:
     deadline = time.time() + 10
-    while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != want:
+    while (st := procfs.stat(pid)) is None or st.state != want:
         assert time.time() < deadline, f"pid {pid} never reached state {want}"
         time.sleep(0.02)
 
