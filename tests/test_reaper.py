@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
+from fair_forge_beam import procfs
+
 #: a process group: a leader that starts a child in its group, both sleeping (60 s: a stand-in a killed
 #: test run leaves behind ends by itself)
 _GROUP = ("import subprocess, sys, time\n"
@@ -64,16 +66,7 @@ time.sleep(600)
 
 def _members(pgids) -> list[int]:
     """Every live process of the groups ``pgids`` (from /proc)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z" and int(fields[2]) in pgids:
-                out.append(int(d.name))
-    return out
+    return [pid for pid, st in procfs.processes() if not st.ended and st.pgid in pgids]
 
 
 def _start_owner(tmp_path, what: str) -> tuple[subprocess.Popen, list[int]]:
