@@ -203,6 +203,55 @@ def cache_dofn_specs() -> None:
 __all__ += ["cache_dofn_specs"]
 
 
+#: ``code object -> the source text Beam's yield-and-return check reads`` (see cache_dofn_sources)
+_SOURCES: "dict" = {}
+
+
+def cache_dofn_sources() -> None:
+    """Make Beam's ``core._get_function_body_without_inners`` (the source text of a ``DoFn``'s
+    ``process`` method without its inner functions, read with ``inspect.getsourcelines``) read a
+    method's source once per code object in this process; Beam's check of that text
+    (``_check_fn_use_yield_and_return``: yield and return in one method, its "returned None" warning)
+    still runs on every ``ParDo`` as before, on the same text. A callable that is not a Python
+    function or method, and one whose source cannot be read (Beam's check then says nothing, as
+    before), go to Beam's function every time.
+
+    Why: Beam reads and tokenizes the source file's lines of ``process`` for every ``ParDo`` it
+    constructs (every ``Map``, ``FlatMap`` and ``Filter`` too, whose ``process`` is one method),
+    although the text depends on the code only: 1,968 reads in 20 small pipelines of
+    tests/test_reader_hostile.py, 4 % of their CPU under a profile (fast44). The text is
+    kept per code object (a method's code lives as long as its class; a source file edited while
+    the process runs is not read again, as Python's own ``linecache`` would not either for code
+    already loaded). Called by :func:`fair_forge_beam.beam_pipeline.run_pipeline`, beside
+    :func:`cache_dofn_signatures`."""
+    import inspect
+
+    from apache_beam.transforms import core
+
+    with _ARGS_LOCK:
+        if getattr(core._get_function_body_without_inners, "_ffb_cached", False):
+            return
+        original = core._get_function_body_without_inners
+
+        def _get_function_body_without_inners(func):
+            target = inspect.unwrap(func.__func__ if isinstance(func, types.MethodType) else func)
+            if type(target) is not types.FunctionType:
+                return original(func)
+            code = target.__code__
+            text = _SOURCES.get(code)
+            if text is None:
+                text = original(func)  # raises as Beam's does (no source): nothing kept
+                with _ARGS_LOCK:
+                    _SOURCES[code] = text
+            return text
+
+        _get_function_body_without_inners._ffb_cached = True
+        _get_function_body_without_inners.__wrapped_original__ = original
+        core._get_function_body_without_inners = _get_function_body_without_inners
+
+
+__all__ += ["cache_dofn_sources"]
+
 def probe_ipython_only_when_imported() -> None:
     """Make Beam's ``interactive_utils.is_in_ipython`` (and each Beam module's own name for it) answer
     ``False`` without importing IPython when IPython is not imported in this process; when it is,

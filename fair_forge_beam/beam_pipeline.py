@@ -251,13 +251,15 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
     by ``beam.Pipeline()``) is removed however the block ends: Beam removes it only in ``run()``, so a
     block that raised while the graph was built (a usage error found there, Ctrl-C) left it behind.
     """
-    from fair_forge_beam._beam import (cache_dofn_signatures, cache_dofn_specs, cache_pickle_compression,
-                                       probe_ipython_only_when_imported, tune_gc, tune_malloc)
+    from fair_forge_beam._beam import (cache_dofn_signatures, cache_dofn_sources, cache_dofn_specs,
+                                       cache_pickle_compression, probe_ipython_only_when_imported, tune_gc,
+                                       tune_malloc)
 
     tune_gc()  # the launcher runs an in-process runner's bundles
     tune_malloc()
     cache_dofn_signatures()  # Beam re-inspects every DoFn method many times per job
     cache_dofn_specs()  # and looks for the state and timers of every DoFn object several times
+    cache_dofn_sources()  # and reads the source of every ParDo's process method
     cache_pickle_compression()  # and compresses / decompresses the same pickled functions many times
     probe_ipython_only_when_imported()  # and imports IPython to learn that it runs outside IPython
     _workers_leave_ctrl_c_to_the_command()

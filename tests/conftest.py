@@ -78,7 +78,7 @@ def test_pipeline():
 def beam_as_the_package_runs_it():
     """Beam's per-process caches that :func:`fair_forge_beam.beam_pipeline.run_pipeline` installs
     before every run of the package's commands (``_beam.cache_dofn_signatures``,
-    ``cache_dofn_specs``, ``cache_pickle_compression``: the same answers, remembered;
+    ``cache_dofn_specs``, ``cache_dofn_sources``, ``cache_pickle_compression``: the same answers, remembered;
     ``probe_ipython_only_when_imported``: Beam's answer without importing IPython), installed
     once per test process before its first test, so that every pipeline a test builds itself
     (``TestPipeline``, ``beam.Pipeline``) runs as the package's runs do. Before, they were there
@@ -88,11 +88,12 @@ def beam_as_the_package_runs_it():
     (tests/test_dofn_signature_cache.py, test_pickle_compression_cache.py) run in fresh
     interpreters, as do tests/test_beam_ipython_probe.py's. Not ``tune_gc`` / ``tune_malloc``:
     tests/test_gc_tuning.py checks those."""
-    from fair_forge_beam._beam import (cache_dofn_signatures, cache_dofn_specs, cache_pickle_compression,
-                                       probe_ipython_only_when_imported)
+    from fair_forge_beam._beam import (cache_dofn_signatures, cache_dofn_sources, cache_dofn_specs,
+                                       cache_pickle_compression, probe_ipython_only_when_imported)
 
     cache_dofn_signatures()
     cache_dofn_specs()
+    cache_dofn_sources()
     cache_pickle_compression()
     probe_ipython_only_when_imported()
 

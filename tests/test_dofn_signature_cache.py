@@ -106,3 +106,61 @@ def test_a_pipeline_run_looks_for_a_dofns_state_and_timers_once():
         print(key not in _beam._SPECS)
     """.replace("beam.testing.util", "__import__('apache_beam.testing.util').testing.util"))
     assert out.splitlines() == ["True True", "1 True 1", "True True True", "['total'] True False", "1", "True True"]
+
+
+def test_a_pipeline_run_reads_a_process_methods_source_once(tmp_path):
+    """``_beam.cache_dofn_sources``: Beam reads the source of a ``DoFn``'s ``process`` for every
+    ``ParDo`` (its yield-and-return check); after a run the text is read once per code object, is
+    Beam's own text, and the check still answers and warns on every ``ParDo`` as before (fast44)."""
+    script = tmp_path / "child.py"  # a file: the methods' source is read from it
+    script.write_text(textwrap.dedent("""
+        import inspect, logging
+        from apache_beam.transforms import core
+        from fair_forge_beam._beam import beam
+        from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+
+        original = core._get_function_body_without_inners
+
+        class Both(beam.DoFn):
+            def process(self, x):
+                if x:
+                    return [x]
+                yield x
+
+        class NoneBack(beam.DoFn):
+            def process(self, x):
+                return None
+
+        def refused(fn):
+            try:
+                fn(len)
+            except Exception as exc:  # noqa: BLE001
+                return type(exc).__name__
+
+        with run_pipeline(pipeline_options([])) as p:
+            _ = p | beam.Create([1, 2]) | beam.Map(lambda x: x + 1)
+        cached = core._get_function_body_without_inners
+        print(cached is not original, getattr(cached, "__wrapped_original__", None) is original)
+        reads = []
+        real = inspect.getsourcelines
+        inspect.getsourcelines = lambda *a, **k: reads.append(1) or real(*a, **k)
+        try:
+            texts = [cached(Both().process) for _ in range(3)] + [cached(Both.process)]
+        finally:
+            inspect.getsourcelines = real
+        print(len(reads), texts == [original(Both().process)] * 4, "return [x]" in texts[0],
+              refused(cached) == refused(original) is not None)
+        warned = []
+        handler = logging.Handler()
+        handler.emit = lambda record: warned.append(record.getMessage())
+        logging.getLogger(core.__name__).addHandler(handler)
+        print([core._check_fn_use_yield_and_return(Both().process) for _ in range(2)],
+              [core._check_fn_use_yield_and_return(NoneBack().process) for _ in range(2)],
+              sum("returned None" in w for w in warned))
+        beam.ParDo(Both())
+        beam.ParDo(Both())
+        print(sum("yield and return" in w for w in warned))
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True,
+                         timeout=300).stdout.strip()
+    assert out.splitlines() == ["True True", "1 True True True", "[True, True] [False, False] 2", "2"]
