@@ -168,6 +168,49 @@ def audit_once(shared_tmp_dir):
 
 
 @pytest.fixture
+def audit_command(monkeypatch, capsys, caplog):
+    """``(argv, cwd=REPO, process=False) -> subprocess.CompletedProcess``: the command line
+    ``python -m pipelines.audit argv`` from ``cwd``, answered in this process
+    (:func:`pipelines.audit.main`: the same parse, checks and messages, any subcommand), for tests of
+    what a command refuses before its pipeline, not of the process. Each ``python -m`` costs about
+    1 CPU s, nearly all of it importing Beam, for a one-line answer (fast44: 25 of
+    tests/test_outputs_apart.py's 28 CPU s in the fast tier).
+
+    The result is what the process would show: the exit code (``SystemExit``'s or ``main``'s), stdout,
+    and stderr with every log record of INFO or above the command makes in front of what it writes
+    there (the command's logging prints them on stderr; under pytest they would reach its capture
+    instead), so a stray line still counts. ``process=True`` (one case of each kind a module checks)
+    also runs the real process and asserts both answers are the same, byte for byte."""
+    import logging
+    import subprocess
+    import sys
+
+    from helpers import REPO
+    from pipelines import audit
+
+    def run(argv, cwd: Path = REPO, process: bool = False):
+        argv = [str(a) for a in argv]
+        capsys.readouterr()
+        caplog.clear()
+        monkeypatch.chdir(cwd)
+        with caplog.at_level(logging.INFO):
+            try:
+                code = audit.main(argv)
+            except SystemExit as exc:
+                code = exc.code
+        out, err = capsys.readouterr()
+        logged = "".join(f"{r.levelname} {r.name}: {r.getMessage()}\n" for r in caplog.records)
+        answer = subprocess.CompletedProcess(argv, code, out, logged + err)
+        if process:
+            proc = subprocess.run([sys.executable, "-m", "pipelines.audit", *argv], cwd=cwd, capture_output=True,
+                                  text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+            assert (proc.returncode, proc.stdout, proc.stderr) == (answer.returncode, answer.stdout, answer.stderr)
+        return answer
+
+    return run
+
+
+@pytest.fixture
 def short_beam_backoff(monkeypatch):
     """Beam's waits around a failed batch of a ``RemoteModelHandler`` (the judge's, the guardian's,
     the assistant's), made short for this test: the back-off between the attempts of a batch

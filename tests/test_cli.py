@@ -32,9 +32,10 @@ HINT = " (every option: fair-forge-beam --help)"
     (["--metrics", "humanity", "--cluster-points", "/tmp/p.parquet"],  # its declaration: read by toxicity only
      "fair-forge-beam: error: --cluster-points: not read by a run of --metrics humanity: only metric toxicity reads it"),
 ])
-def test_usage_error_is_one_line_with_a_hint(argv, message, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pipelines.audit", *argv, "--output", str(tmp_path / "o")],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+def test_usage_error_is_one_line_with_a_hint(argv, message, tmp_path, audit_command):
+    # in this process (each kind is also a process in test_every_command_gives_a_one_line_usage_error); the first also
+    # as the process, the same answer
+    proc = audit_command([*argv, "--output", str(tmp_path / "o")], REPO, process=argv == ["--mode", "bayes"])
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

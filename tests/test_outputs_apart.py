@@ -6,7 +6,10 @@ touched (issue 27's fresh-user trial, items 1 and 4).
 
 Reached by any spelling: the same folder with a trailing slash, through ``..``, through a symlink,
 or relative to another working directory. No pipeline runs here: the run folders are stand-ins
-(the files the commands look for before they read anything)."""
+(the files the commands look for before they read anything). The refusals are asked of
+``pipelines.audit.main`` in this process (the ``audit_command`` fixture), each family's one case
+also of the process (``process=True``: the same answer, byte for byte) and the other working
+directory's case of the process alone."""
 from __future__ import annotations
 
 import json
@@ -76,9 +79,10 @@ ROLLUP_OUTPUTS = {  # --output given -> what the message names
 
 
 @pytest.mark.parametrize("output", sorted(ROLLUP_OUTPUTS))
-def test_rollup_output_is_never_one_of_its_runs(runs, output):
+def test_rollup_output_is_never_one_of_its_runs(runs, audit_command, output):
     before = _tree(runs)
-    proc = _run(["rollup", "--quiet", "--from", "audits/2026-12-0*", "--output", output], runs)
+    proc = audit_command(["rollup", "--quiet", "--from", "audits/2026-12-0*", "--output", output], runs,
+                         process=output == "link")
     _one_line_usage_error(proc, "--output", ROLLUP_OUTPUTS[output])
     assert _tree(runs) == before
 
@@ -95,9 +99,10 @@ def test_the_same_checks_from_another_working_directory(runs):
     ("logs", "holds logs/d1.jsonl"), ("logs/", "holds logs/d1.jsonl"), (".", "holds logs/d1.jsonl"),
     ("logs/d1.jsonl", "is a file"), ("logs/d1.jsonl/x", "inside logs/d1.jsonl"), ("a-file", "is a file"),
 ])
-def test_audit_output_never_holds_or_is_an_input(runs, output, expected):
+def test_audit_output_never_holds_or_is_an_input(runs, audit_command, output, expected):
     before = _tree(runs)
-    proc = _run(["--quiet", "--metrics", "humanity", "--input", "logs/d1.jsonl", "--output", output], runs)
+    proc = audit_command(["--quiet", "--metrics", "humanity", "--input", "logs/d1.jsonl", "--output", output], runs,
+                         process=output == "logs")
     _one_line_usage_error(proc, expected)
     assert _tree(runs) == before
 
@@ -106,11 +111,12 @@ def test_audit_output_never_holds_or_is_an_input(runs, output, expected):
     ("audits/2026-12-01", "is audits/2026-12-01"), ("link/trend", "inside audits/2026-12-01"),
     ("audits/2026-12-02/t/", "inside audits/2026-12-02"), ("a-file", "a-file is a file"),
 ])
-def test_trend_output_is_a_folder_outside_the_runs_it_reads(runs, output, expected):
+def test_trend_output_is_a_folder_outside_the_runs_it_reads(runs, audit_command, output, expected):
     """Not a FileExistsError traceback; and a trend may still be written into a parent of its runs
     (``--output .`` over ``audits/*``: it writes two files and replaces no folder)."""
     before = _tree(runs)
-    proc = _run(["trend", "audits/2026-12-01", "audits/2026-12-02", "--output", output, "--no-plots"], runs)
+    proc = audit_command(["trend", "audits/2026-12-01", "audits/2026-12-02", "--output", output, "--no-plots"], runs,
+                         process=output == "a-file")
     _one_line_usage_error(proc, expected)
     assert _tree(runs) == before
 
@@ -226,12 +232,13 @@ def test_an_output_where_nothing_can_be_created_is_a_usage_error(runs):
     ("logs/*", "can match the output folder itself"), ("logs/**/*.jsonl", "can match files inside it"),
     ("logs/o?t/*.jsonl", "can match files inside it"), ("*/out", "can match the output folder itself"),
 ])
-def test_an_input_pattern_that_can_match_the_output_is_refused_on_the_first_run_too(runs, pattern, says):
+def test_an_input_pattern_that_can_match_the_output_is_refused_on_the_first_run_too(runs, audit_command, pattern, says):
     """``--input 'io2/*' --output io2/out`` ran the first time (io2/out did not exist yet) and was a
     usage error the second ('is io2/out, which this command reads'): the pattern is judged by what
     it can match, so both runs are refused, naming it."""
     before = _tree(runs)
-    proc = _run(["--quiet", "--metrics", "humanity", "--input", pattern, "--output", "logs/out"], runs)
+    proc = audit_command(["--quiet", "--metrics", "humanity", "--input", pattern, "--output", "logs/out"], runs,
+                         process=pattern == "*/out")
     _one_line_usage_error(proc, "--output logs/out", f"the pattern {pattern!r}", says)
     assert _tree(runs) == before and not (runs / "logs" / "out").exists()
     with pytest.raises(ValueError, match="can match"):  # through a symlinked folder too

@@ -111,13 +111,17 @@ KEY_ENV_CASES = [
 
 
 @pytest.mark.parametrize("module,flag,extra", KEY_ENV_CASES, ids=[f"{m.split('.')[1]}{f}" for m, f, _ in KEY_ENV_CASES])
-def test_a_key_given_as_a_variable_name_is_refused_without_echo(tmp_path, module, flag, extra):
+def test_a_key_given_as_a_variable_name_is_refused_without_echo(tmp_path, audit_command, module, flag, extra):
     (tmp_path / "in.json").write_text(json.dumps(SESSIONS), encoding="utf-8")
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "a.md").write_text("# Tickets\nA ticket costs 30 EUR.\n", encoding="utf-8")
     extra = [a.format(**{"in": str(tmp_path / "in.json"), "corpus": str(tmp_path / "corpus")}) for a in extra]
     for value, says in ((KEY, "looks like a key"), ("my key", "is not one")):
-        proc = _cli(module, "--output", str(tmp_path / "out"), *extra, flag, value, timeout=180)
+        argv = ["--output", str(tmp_path / "out"), *extra, flag, value]
+        if module == "pipelines.audit":  # in this process; the first case as the process too (the same answer)
+            proc = audit_command(argv, REPO, process=(flag, value) == ("--judge-api-key-env", KEY))
+        else:
+            proc = _cli(module, *argv, timeout=180)
         assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and flag in lines[0] and says in lines[0], proc.stderr[-2000:]
@@ -125,12 +129,11 @@ def test_a_key_given_as_a_variable_name_is_refused_without_echo(tmp_path, module
         assert not (tmp_path / "out").exists()
 
 
-def test_a_key_as_a_variable_name_in_a_config_file_is_refused_without_echo(tmp_path):
+def test_a_key_as_a_variable_name_in_a_config_file_is_refused_without_echo(tmp_path, audit_command):
     (tmp_path / "in.json").write_text(json.dumps(SESSIONS), encoding="utf-8")
     (tmp_path / "c.toml").write_text(f'[options]\njudge_api_key_env = "{KEY}"\n', encoding="utf-8")
-    proc = _cli("pipelines.audit", "--config", str(tmp_path / "c.toml"), "--input", str(tmp_path / "in.json"),
-                "--output", str(tmp_path / "out"), "--metrics", "context", "--judge-base-url", "http://127.0.0.1:9/v1",
-                "--judge-model", "m", timeout=180)
+    proc = audit_command(["--config", tmp_path / "c.toml", "--input", tmp_path / "in.json", "--output", tmp_path / "out",
+                          "--metrics", "context", "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m"])
     assert proc.returncode == 2 and "looks like a key" in proc.stderr and KEY not in proc.stderr + proc.stdout, proc.stderr
 
 
@@ -138,10 +141,10 @@ def test_a_key_as_a_variable_name_in_a_config_file_is_refused_without_echo(tmp_p
     ("--judge-base-url", ["--metrics", "context", "--judge-model", "m"]),
     ("--guardian-base-url", ["--metrics", "bias", "--guardian-model", "m"]),
 ])
-def test_a_url_with_a_password_is_refused_without_echo(tmp_path, flag, extra):
+def test_a_url_with_a_password_is_refused_without_echo(tmp_path, audit_command, flag, extra):
     (tmp_path / "in.json").write_text(json.dumps(SESSIONS), encoding="utf-8")
-    proc = _cli("pipelines.audit", "--input", str(tmp_path / "in.json"), "--output", str(tmp_path / "out"), *extra,
-                flag, f"http://svc:{PASSWORD}@127.0.0.1:9/v1", timeout=180)
+    proc = audit_command(["--input", tmp_path / "in.json", "--output", tmp_path / "out", *extra,
+                          flag, f"http://svc:{PASSWORD}@127.0.0.1:9/v1"], process=flag == "--judge-base-url")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
     assert "user name or password" in proc.stderr and PASSWORD not in proc.stderr + proc.stdout
     assert not (tmp_path / "out").exists()
