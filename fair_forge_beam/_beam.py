@@ -37,6 +37,21 @@ _ARGS: "weakref.WeakKeyDictionary" = None  # function -> {bound: (args, defaults
 _ARGS_LOCK = threading.Lock()
 
 
+def _remember(module, name: str, make) -> None:
+    """Replace ``module.name`` (one of Beam's functions) with ``make(original)``, once per process:
+    the replacement is marked (``_ffb_cached``) and keeps Beam's function as ``__wrapped_original__``
+    and its docstring. ``make`` runs under ``_ARGS_LOCK`` and must not take it."""
+    with _ARGS_LOCK:
+        original = getattr(module, name)
+        if getattr(original, "_ffb_cached", False):
+            return
+        memo = make(original)
+        memo._ffb_cached = True
+        memo.__wrapped_original__ = original
+        memo.__doc__ = original.__doc__
+        setattr(module, name, memo)
+
+
 def cache_dofn_signatures() -> None:
     """Make Beam's ``core.get_function_args_defaults`` (the argument names and default values of a
     function, from ``inspect.signature``) remember its answer per Python function, in this
@@ -176,11 +191,7 @@ def cache_dofn_specs() -> None:
     :func:`cache_dofn_signatures`."""
     from apache_beam.transforms import userstate
 
-    with _ARGS_LOCK:
-        if getattr(userstate.get_dofn_specs, "_ffb_cached", False):
-            return
-        original = userstate.get_dofn_specs
-
+    def make(original):
         def get_dofn_specs(dofn):
             key = id(dofn)
             hit = _SPECS.get(key)
@@ -194,10 +205,9 @@ def cache_dofn_specs() -> None:
             _SPECS[key] = (ref, (frozenset(state), frozenset(timers)))
             return set(state), set(timers)
 
-        get_dofn_specs._ffb_cached = True
-        get_dofn_specs.__wrapped_original__ = original
-        get_dofn_specs.__doc__ = original.__doc__
-        userstate.get_dofn_specs = get_dofn_specs
+        return get_dofn_specs
+
+    _remember(userstate, "get_dofn_specs", make)
 
 
 __all__ += ["cache_dofn_specs"]
@@ -228,11 +238,7 @@ def cache_dofn_sources() -> None:
 
     from apache_beam.transforms import core
 
-    with _ARGS_LOCK:
-        if getattr(core._get_function_body_without_inners, "_ffb_cached", False):
-            return
-        original = core._get_function_body_without_inners
-
+    def make(original):
         def _get_function_body_without_inners(func):
             target = inspect.unwrap(func.__func__ if isinstance(func, types.MethodType) else func)
             if type(target) is not types.FunctionType:
@@ -240,14 +246,12 @@ def cache_dofn_sources() -> None:
             code = target.__code__
             text = _SOURCES.get(code)
             if text is None:
-                text = original(func)  # raises as Beam's does (no source): nothing kept
-                with _ARGS_LOCK:
-                    _SOURCES[code] = text
+                text = _SOURCES.setdefault(code, original(func))  # raises as Beam's does (no source): nothing kept
             return text
 
-        _get_function_body_without_inners._ffb_cached = True
-        _get_function_body_without_inners.__wrapped_original__ = original
-        core._get_function_body_without_inners = _get_function_body_without_inners
+        return _get_function_body_without_inners
+
+    _remember(core, "_get_function_body_without_inners", make)
 
 
 __all__ += ["cache_dofn_sources"]
