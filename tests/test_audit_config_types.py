@@ -6,13 +6,9 @@ config_value_problem`) covers every option of the table, top-level keys and ``[o
 from __future__ import annotations
 
 import datetime
-import os
-import subprocess
-import sys
 
 import pytest
 
-from helpers import REPO
 from fair_forge_beam import options as O
 from fair_forge_beam.audit_config import ConfigError, config_to_argv
 from pipelines import audit
@@ -86,11 +82,10 @@ def test_values_of_the_declared_type_still_pass(cfg, argv, tmp_path):
 
 @pytest.mark.parametrize("body, folder", [("output = 5", "5"), ("output = true", "true"),
                                           ("output = 2026-12-01", "2026-12-01"), ('output = ["a", "b"]', "a,b")])
-def test_the_command_exits_2_with_one_line_and_writes_nothing(body, folder, tmp_path):
+def test_the_command_exits_2_with_one_line_and_writes_nothing(body, folder, tmp_path, audit_command):
     (tmp_path / "a.toml").write_text(f'inputs = ["x.jsonl"]\nmetrics = ["humanity"]\n{body}\n', encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "pipelines.audit", "--config", "a.toml"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+    # in this process; the first case also as the process (the same answer)
+    proc = audit_command(["--config", "a.toml"], tmp_path, process=folder == "5")
     lines = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "--config a.toml: output: expected text (a quoted TOML string), got " in lines[0]
