@@ -265,9 +265,12 @@ def run_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
     _workers_leave_ctrl_c_to_the_command()
     from fair_forge_beam.worker_watch import settle, watching
 
+    from fair_forge_beam.run_scope import one_run
+
     started = time.time()
     pipeline = beam.Pipeline(options=options)
-    with watching() as watch:  # a multi-process worker that dies ends the job (trial38b B11)
+    # what the job's in-process workers open (endpoint clients) is closed when it ends (fair_forge_beam.run_scope)
+    with one_run(), watching() as watch:  # a multi-process worker that dies ends the job (trial38b B11)
         try:
             with pipeline as p:
                 yield p

@@ -343,9 +343,12 @@ def run_stage(parser, argv: Optional[Sequence[str]], command: str, job) -> dict:
 
     expect_output(getattr(args, "output", None))  # an interrupt before the stage names it
     reject_unknown_arguments(parser, beam_args)
+    from fair_forge_beam.run_scope import one_run
+
     try:
         validate(args, command)
-        return job(args, beam_args)
+        with one_run():  # what the stage registers in the process (its endpoint's key variable) is its own (trial44)
+            return job(args, beam_args)
     except (ValueError, FileNotFoundError) as exc:
         from fair_forge_beam.plain import plain_reason
 

@@ -94,9 +94,10 @@ def run(argv: Optional[Sequence[str]] = None) -> dict:
     (:func:`~fair_forge_beam.reports.output_folder.staged_output`). With ``--quiet`` only errors and
     gate failures are printed. ``--version`` prints the version and raises ``SystemExit(0)``."""
     from fair_forge_beam.progress import QuietLogs
+    from fair_forge_beam.run_scope import one_run
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    with QuietLogs() as levels:
+    with one_run(), QuietLogs() as levels:  # what the run registers in the process is the run's (trial44)
         parser = build_parser()
         args, beam_args, config_gates = parse_args(argv, parser)
         if args.version:
@@ -138,8 +139,9 @@ def run_parsed(args: argparse.Namespace, beam_args: Sequence[str] = (), config_g
     of a metric or mode the audit does not run (the loop's generator reads ``--seed`` and the
     ``--judge-*`` / ``--generator-*`` options). Returns and raises as :func:`run`."""
     from fair_forge_beam.progress import QuietLogs
+    from fair_forge_beam.run_scope import one_run
 
-    with QuietLogs() as levels:
+    with one_run(), QuietLogs() as levels:  # what the run registers in the process is the run's (trial44)
         return _run(parser or build_parser(), args, list(beam_args), list(config_gates),
                     list(sys.argv[1:] if argv is None else argv), levels, read_elsewhere)
 

@@ -25,6 +25,13 @@ from typing import Optional, Sequence
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from fair_forge_beam.run_scope import one_run
+
+    with one_run():  # what the run registers in the process (its endpoints' key variables) is its own (trial44)
+        return _main(argv)
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     from fair_forge_beam.options import (OneLineErrorParser, add_arguments, beam_option, constructor_kwargs, reject_unknown_arguments,
                                          validate, value)
     from fair_forge_beam.progress import cli_logging

@@ -474,7 +474,7 @@ class LLMGuardian(Transient, Guardian):
         """One synchronous call through the judge handler (same cache, retries and key handling
         as in a pipeline). Raises :class:`GuardianError` when the call fails and
         :class:`GuardianParseError` when the answer has no label."""
-        if self._client is None:
+        if self._client is None or self._client.closed:  # (a run that ended closed the one it opened: run_scope)
             self._client = self.handler.load_model()
         # each direct call is a question of its own, asked again after an earlier call's failure (a run remembers its
         # failed questions: EndpointClient.one_question; the direct client lives until close())

@@ -43,6 +43,7 @@ from fair_forge_beam.options import ENDPOINT_DOWN_AFTER
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import json_kind, plain_reason
 from fair_forge_beam.arguments import checks_arguments
+from fair_forge_beam.run_scope import at_run_end
 
 __all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
            "chat_completion_body", "is_streamed_body", "STREAMED_REPLY", "read_chat_reply", "ChatReply", "NotAnAnswer", "usage_count", "MAX_TOKEN_COUNT",
@@ -877,6 +878,11 @@ class EndpointClient:
         #: whether the endpoint is down for the rest of this run (per process, never across runs)
         self.health = EndpointHealth(getattr(cfg, "endpoint_down_after", ENDPOINT_DOWN_AFTER),
                                      getattr(cfg, "role", None) or "endpoint")
+        #: whether :meth:`close` released its resources
+        self.closed = False
+        # opened by a run's in-process workers: closed when the run ends (Beam's RunInference gives its model
+        # no teardown; fair_forge_beam.run_scope). Before, it was left to __del__ (trial44 break 2)
+        at_run_end(lambda ended_well: self.close(wait=ended_well))
 
     @contextlib.contextmanager
     def one_question(self, key: str) -> Iterator[Question]:
@@ -959,11 +965,17 @@ class EndpointClient:
             return moved or f"HTTP {exc.status_code}: {self.scrub(getattr(exc, 'message', exc))}"[:2000]
         return self.scrub(plain_reason(exc))[:2000]
 
-    def close(self) -> None:
+    def close(self, wait: bool = False) -> None:
+        """Release the thread pool (queued calls cancelled), the HTTP connections and the answer cache's
+        connections (the last one to close moves its answers from the ``-wal`` file into the cache file).
+        ``wait``: wait for the pool's threads to end (when no call is in flight: the run ended well)."""
+        self.closed = True
         self.executor.shutdown(wait=False, cancel_futures=True)
         try:
             self.client.close()
         except Exception:  # pragma: no cover - best effort
             pass
+        if wait:
+            self.executor.shutdown(wait=True)
         if self.cache is not None:
             self.cache.close()

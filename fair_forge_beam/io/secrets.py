@@ -650,14 +650,49 @@ def slice_parts(name: str) -> tuple:
 
 def register_secret_env(name: str) -> None:
     """Remember that the environment variable ``name`` holds a key (the name only, never the
-    value); :func:`scrub_known` then masks its value. Empty names are ignored."""
-    if name and "," not in str(name):
-        with _LOCK:
-            _ENVS.add(str(name))
-            global _ENVS_SNAPSHOT
-            _ENVS_SNAPSHOT = frozenset(_ENVS)
-            names = set(filter(None, os.environ.get(NAMES_ENV, "").split(","))) | _ENVS
+    value); :func:`scrub_known` then masks its value. Empty names are ignored.
+
+    The name is also added to :data:`NAMES_ENV` in ``os.environ``, so that the worker processes a run
+    starts (Beam's multi-processing SDK workers inherit the launcher's environment) mask it too. Inside
+    a run (:func:`fair_forge_beam.run_scope.one_run`) both are the run's: undone when it ends, so a later
+    run of the process that uses no endpoint masks nothing, as the same run alone (trial44 break 1:
+    a judge run made every later run of a notebook mask ``OPENAI_API_KEY``, and every later child
+    process inherited the name). Registered with no run open, the name is the process's."""
+    from fair_forge_beam.run_scope import at_run_end
+
+    if not name or "," in str(name):
+        return
+    name = str(name)
+    with _LOCK:
+        if name in _ENVS:
+            return
+        _set_names(_ENVS | {name})
+        named = set(filter(None, os.environ.get(NAMES_ENV, "").split(",")))
+        inherited = name in named  # a name the parent process named stays the environment's
+        if not inherited:
+            os.environ[NAMES_ENV] = ",".join(sorted(named | _ENVS))
+        at_run_end(lambda ended_well: _forget(name, inherited))
+
+
+def _set_names(names) -> None:
+    global _ENVS_SNAPSHOT
+    _ENVS.clear()
+    _ENVS.update(names)
+    _ENVS_SNAPSHOT = frozenset(_ENVS)
+
+
+def _forget(name: str, inherited: bool) -> None:
+    """The run that registered ``name`` ended: neither this process's writers nor the worker processes
+    it starts from now on mask its value (unless ``inherited`` from the parent's environment)."""
+    with _LOCK:
+        _set_names(_ENVS - {name})
+        if inherited:
+            return
+        names = set(filter(None, os.environ.get(NAMES_ENV, "").split(","))) - {name}
+        if names:
             os.environ[NAMES_ENV] = ",".join(sorted(names))
+        else:
+            os.environ.pop(NAMES_ENV, None)
 
 
 def keys_set_here(names: Iterable[str]) -> tuple:

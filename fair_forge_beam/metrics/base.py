@@ -174,14 +174,22 @@ class MetricTransform(beam.PTransform):
         ``pipeline_args`` names another runner. ``verbose``: print one line of what the run did
         (interactions scored, sessions, slices, dead letters, data-quality warnings) to stderr.
         """
-        from fair_forge_beam.io.read import ReadInteractions
-        from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
-        from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
+        from fair_forge_beam.run_scope import one_run
 
         params = inspect.signature(cls.__init__).parameters
         metric_kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k not in metric_kwargs}
         hints = run_keyword_hints(cls, [k for k in params if k != "self"], retriever_kwargs)
+        with one_run():  # what the metric registers in the process (a judge's key variable) is this run's (trial44)
+            return cls._run(retriever, verbose, pipeline_args, metric_kwargs, retriever_kwargs, hints)
+
+    @classmethod
+    def _run(cls, retriever, verbose, pipeline_args, metric_kwargs: dict, retriever_kwargs: dict, hints) -> MetricResults:
+        """:meth:`run` once its keywords are sorted: the metric built, the pipeline run, its outputs read."""
+        from fair_forge_beam.io.read import ReadInteractions
+        from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
+        from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
+
         transform = cls(**metric_kwargs)
         with tempfile.TemporaryDirectory(prefix="fair_forge_beam_") as tmp:
             with run_pipeline(pipeline_options(pipeline_args)) as p:
