@@ -104,7 +104,9 @@ def test_judge_audits_in_a_row_close_their_threads_connections_and_cache(tmp_pat
         for i in range(2):
             cache = tmp_path / f"cache{i}.sqlite"
             audit.run(_judge_argv(data, tmp_path / f"o{i}", srv, cache))
-            assert (_judge_threads(), _connections_to(srv.port), _open_files(".sqlite")) == (before, 0, 0), f"after audit {i + 1}"
+            # (threads an earlier test of this process left may end meanwhile: at most as many as before)
+            assert _judge_threads() <= before, f"after audit {i + 1}"
+            assert (_connections_to(srv.port), _open_files(str(tmp_path))) == (0, 0), f"after audit {i + 1}"
             alone = tmp_path / f"alone{i}.sqlite"
             shutil.copyfile(cache, alone)  # the cache file alone: no -wal beside it
             with sqlite3.connect(alone) as conn:
