@@ -15,6 +15,18 @@ MMAP_THRESHOLD = 256 * 1024
 #: see :func:`tune_malloc`
 TRIM_THRESHOLD = 16 * 2**20
 
+
+def rows_below_mmap_threshold(row_bytes: int) -> int:
+    """How many rows of ``row_bytes`` one temporary array may hold and still be cut from the heap:
+    the most that stay below :data:`MMAP_THRESHOLD` (at least 1). A block at or above it is mapped
+    for itself, and every page of it faulted in (and zeroed by the kernel) again on each allocation:
+    a hot loop allocating one per step pays that every step, where a heap block is reused (glibc
+    keeps :data:`TRIM_THRESHOLD` of free memory). Sizes the chunks of the Bayesian statistics'
+    per-step temporaries (``fair_forge_beam.statistical``; docs/performance.md, "2026-12-07
+    (bayes44)"): how many rows go into a chunk changes no number, each row is computed alone."""
+    return max(1, (MMAP_THRESHOLD - 1) // max(1, int(row_bytes)))
+
+
 _M_TRIM_THRESHOLD = -1  # mallopt's parameter numbers (malloc.h)
 _M_MMAP_THRESHOLD = -3
 _done = False

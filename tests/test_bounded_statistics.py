@@ -120,3 +120,65 @@ def test_many_sessions_at_once_are_each_sessions_own_bits(monkeypatch, B, seed):
     both = combiners.session_mean_and_point_estimates_many(sessions[:300], mode, "many")
     one = [combiners.session_mean_and_point_estimates(*s, mode, "many") for s in sessions[:300]]
     assert [(_bits(e), _bits(p), w) for e, p, w in both] == [(_bits(e), _bits(p), w) for e, p, w in one]
+
+
+#: a command's process (tune_malloc first): page faults per answer of the Bayesian ASB draws and per session
+#: of the within-session bootstraps, once their rows are cached and their code warm
+CHURN = """
+    import resource, numpy as np
+    from fair_forge_beam._malloc import tune_malloc
+    tuned = tune_malloc()
+    from fair_forge_beam.statistical import combiners, group_fairness
+    from fair_forge_beam.statistical.bayesian import BayesianMode
+    rng = np.random.default_rng(3)
+    answers = [(f"e{i}", bool(i % 7 == 0), (i % 5, 5 + i % 3), None if i % 4 == 0 else float(rng.uniform(-1, 1)))
+               for i in range(96)]
+    mode = BayesianMode(mc_samples=5000, rng_seed=2)
+    sessions = [(rng.random((n, 1)), [None] * n, list(range(n))) for n in rng.integers(3, 7, 128).tolist()]
+    def faults():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(2):  # the rows cached, the code and the heap warm
+        group_fairness._draw_into({}, answers, 1, "t|asb", 5000, 0)
+        combiners.session_mean_estimates_many(sessions, mode, "t|within-session")
+    before = faults()
+    group_fairness._draw_into({}, answers, 1, "t|asb", 5000, 0)
+    mid = faults()
+    combiners.session_mean_estimates_many(sessions, mode, "t|within-session")
+    print(tuned, (mid - before) / len(answers), (faults() - mid) / len(sessions))
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("ctypes").CDLL(None), "gnu_get_libc_version"), reason="glibc's allocator only")
+def test_bayesian_temporaries_come_from_the_heap_not_fresh_mappings():
+    """Issue 26 (Bayesian at most 1.2x frequentist): the ASB draws' chunks of rows and the within-session
+    bootstraps' batches of replicates stay below the mmap threshold (``_malloc.rows_below_mmap_threshold``),
+    so a command's heap serves them again. Chunks of 16 answers and batches of 26 sessions at 5,000 draws
+    (640 KB, 1 MB) were mapped for themselves and every page faulted in afresh for each: about 20 faults
+    per answer and per session, 40 % of an answer's draws (docs/performance.md, "2026-12-07 (bayes44)")."""
+    import subprocess
+    import sys
+    import textwrap
+
+    env = {k: v for k, v in __import__("os").environ.items()
+           if k not in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")}
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(CHURN)], capture_output=True, text=True,
+                         check=True, timeout=300, env=env).stdout.split()
+    assert out[0] == "True"
+    per_answer, per_session = float(out[1]), float(out[2])
+    assert per_answer < 2 and per_session < 2, (per_answer, per_session)
+
+
+@pytest.mark.parametrize("rows", [1, 5, 16, 10**6])
+def test_asb_sums_are_the_same_bits_in_chunks_of_any_size(monkeypatch, rows):
+    """How many answers are drawn at once (a chunk below the mmap threshold) changes no bit of the sums."""
+    from fair_forge_beam.statistical import group_fairness
+
+    rng = np.random.default_rng(rows)
+    answers = [(f"e{i}", bool(rng.random() < 0.3), tuple(sorted({int(g) for g in rng.integers(0, 4, rng.integers(1, 3))})),
+                None if rng.random() < 0.3 else float(rng.uniform(-1, 1))) for i in range(70)]
+    want: dict = {}
+    bound = sum(group_fairness._draw_into(want, [a], 9, "t|asb", 300, 0) for a in answers)
+    monkeypatch.setattr(group_fairness, "rows_below_mmap_threshold", lambda row_bytes: rows)
+    got: dict = {}
+    assert group_fairness._draw_into(got, answers, 9, "t|asb", 300, 0) == bound
+    assert sorted(got) == sorted(want) and all(got[g].tobytes() == want[g].tobytes() for g in want)

@@ -23,6 +23,7 @@ import math
 from typing import Any, Mapping, Optional, Sequence
 
 from fair_forge_beam._beam import beam
+from fair_forge_beam._malloc import rows_below_mmap_threshold
 from fair_forge_beam.quoting import quoted
 import numpy as np
 
@@ -1657,8 +1658,9 @@ def session_mean_and_point_estimates_many(
     return [(est, pt, warning) for (est, _), (pt, warning) in zip(estimates, points)]
 
 
-#: bytes of the replicates :func:`session_mean_estimates_many` summarises in one pass (32 sessions of one
-#: column at 5,000 draws), and of the rows × weights it keeps for sessions of the same turns and weights
+#: bytes of the rows × weights :func:`session_mean_estimates_many` keeps for sessions of the same turns and
+#: weights (the sessions it summarises in one pass are as many as stay below glibc's mmap threshold:
+#: :func:`~fair_forge_beam._malloc.rows_below_mmap_threshold`)
 WITHIN_SESSION_BATCH_BYTES = 2**20
 
 
@@ -1697,7 +1699,10 @@ def session_mean_estimates_many(
                 continue
             groups.setdefault((n, m), []).append((i, scores, w, live, list(positions), warning))
         for (n, m), members in groups.items():
-            step = max(1, WITHIN_SESSION_BATCH_BYTES // (8 * B * m))
+            # the batch's (S, m, B) replicates, and the copies its order statistics take, below the mmap
+            # threshold (6 sessions of one column at 5,000 draws): 26 sessions, 1 MB, were mapped and faulted in
+            # afresh three times a batch. Each row is summarised alone: the batch size changes no bit
+            step = rows_below_mmap_threshold(8 * B * m)
             shared: dict = {}  # (turns, weights) -> (G, den) within this group
             for start in range(0, len(members), step):
                 for i, est in _within_session_batch(members[start:start + step], rows, mode.tail_probability, shared):
