@@ -808,7 +808,7 @@ class OneLineErrorParser(ChoiceHintParser):
         started from it: :func:`key_read_elsewhere` of ``beam_args`` is ``None``). On a remote one
         (Dataflow, a Flex Template launch, a cluster elsewhere) the variable may exist only on the
         workers: one warning per option and variable instead (the logger ``fair_forge_beam.options``),
-        never an error."""
+        once a run however often the options are parsed, never an error."""
         import logging
         import os
 
@@ -825,8 +825,11 @@ class OneLineErrorParser(ChoiceHintParser):
                 if elsewhere is None:
                     return (f"{flag} {quoted(name)}: the environment variable {quoted(name)} is unset or empty: set it to "
                             f"the endpoint's API key, or leave {flag} out for an endpoint that needs no key")
-                if (flag, name) not in _WARNED_KEYS:
-                    _WARNED_KEYS.add((flag, name))
+                from fair_forge_beam.console import per_run
+
+                warned = per_run("options.unset_key_warned", set)  # once a run (trial44 B3: once a process)
+                if (flag, name) not in warned:
+                    warned.add((flag, name))
                     logging.getLogger("fair_forge_beam.options").warning(
                         "%s %s: the environment variable %s is unset or empty here; the key is read by %s, not "
                         "checked now: set it there, or the endpoint is called with no key", flag, quoted(name),
@@ -1117,10 +1120,6 @@ def key_read_elsewhere(beam_args: Sequence[str]) -> Optional[str]:
         if host not in _LOCAL_HOSTS:
             return f"the workers of the cluster at {host} (--{option})"
     return None
-
-
-#: (option, variable) pairs already warned about in this process: one warning each, however often parsed
-_WARNED_KEYS: set = set()
 
 
 def _env_name(flag: str):

@@ -253,7 +253,6 @@ def bounded_chat_completion(client: Any, limit: int, **create_kwargs: Any):
 #: fail a reply, and never a number that overflows a counter)
 MAX_TOKEN_COUNT = 10 ** 9
 
-_WARNED: set = set()
 _WARNED_LOCK = threading.Lock()
 
 
@@ -282,22 +281,26 @@ class NotAnAnswer(ValueError):
 def usage_count(value: Any, field: str = "usage") -> int:
     """A usage count as sent, when it is one: a whole number from 0 to :data:`MAX_TOKEN_COUNT`
     (``12`` or ``12.0``); anything else (absent, null, negative, fractional, huge, text, true) is 0,
-    with a warning the first time a process sees such a value in ``field``. Never raises."""
+    with a warning the first time a run (:func:`fair_forge_beam.console.per_run`; a worker process outside
+    the launcher: the first time it) sees such a value in ``field``. Never raises."""
     if value is None:
         return 0
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
         return int(value)
     if isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_TOKEN_COUNT:
         return int(value)
+    from fair_forge_beam.console import per_run
+
+    warned = per_run("replies.usage_warned", set)
     with _WARNED_LOCK:
-        first = field not in _WARNED
-        _WARNED.add(field)
+        first = field not in warned
+        warned.add(field)
     if first:
         import logging
 
         logging.getLogger(__name__).warning(
             "an endpoint sent %s = %s, which is not a token count: ignored (usage is advisory; the reply is read, "
-            "its count taken as 0); said once per process", field, quoted(value, 60))
+            "its count taken as 0); said once a run", field, quoted(value, 60))
     return 0
 
 

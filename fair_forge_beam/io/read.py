@@ -1851,10 +1851,15 @@ def distinct_inputs(patterns: Sequence[str], strict: bool = True) -> InputFiles:
     return InputFiles(out, [(path, pats) for path, pats in first.values() if len(pats) > 1])
 
 
-@functools.lru_cache(maxsize=64)
 def warn_repeated_inputs(message: str) -> None:
-    """Log ``message`` once per process (a command may build its reader twice: a check, then the run)."""
-    log.warning("%s", message)
+    """Log ``message`` once a run (a command may build its reader twice: a check, then the run); the next
+    command of the process says it again (trial44 B2: once a process, a later audit did not)."""
+    from fair_forge_beam.console import per_run
+
+    said = per_run("read.repeated_inputs_said", set)
+    if message not in said:
+        said.add(message)
+        log.warning("%s", message)
 
 
 def unmatched_reason(pattern: str) -> str:
