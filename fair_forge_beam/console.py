@@ -641,7 +641,9 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
 
     ``owns_process``: the command is the process (the console script, ``python -m ...``): SIGINT and
     SIGTERM are taken for its whole life (the module docstring), and an interrupt ends the process
-    once its line is said. Otherwise (a call from Python) the handlers are those of the caller.
+    once its line is said. Otherwise (a call from Python) the handlers are those of the caller, and an
+    interrupt, once its line is said, is raised on as ``KeyboardInterrupt`` (trial44 B5: returned as 130, a
+    loop of ``main()`` calls went on after Ctrl-C; a library never swallows it).
 
     Each call is a new run (:func:`per_run`): what it says once or counts starts from nothing."""
     owned = owns_process and _install(command, prog)
@@ -705,6 +707,10 @@ def _guarded(run_command, command: str, prog: str, owned: bool = False) -> int:
                 said, _STATE.said = _STATE.said, True  # (a 5 GB plan freed), says nothing more
             if not said:
                 say(_interrupt_line(command, prog, signum), file=sys.stderr)
+            if not owned:  # a call from Python: Ctrl-C stops the caller too (a loop of audits), its line said
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                raise KeyboardInterrupt from exc  # as Beam re-raised it from a worker's step
             return 128 + (signum or signal.SIGINT)
         why = environment_failure(exc) or worker_start_failure(exc)
         if why is None:

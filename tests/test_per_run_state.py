@@ -184,3 +184,35 @@ def test_each_call_adds_no_log_filter():
                 main(["--mode", "bogus"])
             filters.append([[type(f).__name__ for f in h.filters] for h in root.handlers])
     assert len(filters[0]) == 1 and filters[0] == filters[1] and len(filters[0][0]) == 3, filters
+
+
+def test_ctrl_c_stops_a_loop_of_audits_called_from_python(tmp_path, capsys, monkeypatch):
+    """trial44 B5 (replaced.py): ``main()`` called from Python turned Ctrl-C into ``return 130``, so a
+    notebook's ``for …: main(…)`` went on with the next audit. The call says its one line, removes its
+    stage, and raises ``KeyboardInterrupt`` on (also as Beam re-raises it from a worker's step)."""
+    from fair_forge_beam.reports.output_folder import staged_output
+    from pipelines import audit
+
+    def interrupted(argv):
+        output = argv[argv.index("--output") + 1]
+        with staged_output(output):
+            raise KeyboardInterrupt
+
+    def beam_interrupted(argv):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("KeyboardInterrupt [while running 'Read/ReadRange']")
+
+    for run in (interrupted, beam_interrupted):
+        monkeypatch.setattr(audit, "run", run)
+        done = []
+        with pytest.raises(KeyboardInterrupt):
+            for i in range(3):
+                done.append(audit.main(["--metrics", "humanity", "--output", str(tmp_path / f"loop{i}")]))
+        assert done == []
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("fair-forge-beam: interrupted (Ctrl-C): the audit stopped"), err
+        if run is interrupted:
+            assert err[0].endswith(f"nothing was written ({tmp_path / 'loop0'} was not created)"), err
+        assert not os.listdir(tmp_path), os.listdir(tmp_path)  # no folder, no stage left
