@@ -94,12 +94,17 @@ _RUN: contextvars.ContextVar = contextvars.ContextVar("fair_forge_beam_run", def
 _LATEST = [_Run()]
 
 
+def current_run() -> _Run:
+    """The run of the code running now (:func:`per_run`): an object to compare, nothing to read in it."""
+    return _RUN.get() or _LATEST[0]
+
+
 def per_run(name: str, factory: Callable[[], Any]) -> Any:
     """The object ``name`` of the current run, made by ``factory()`` at its first use in the run: the
     one home of what a command says once or counts (``per_run("options.warned_keys", set)``), never a
     module's global, which would hold it for the process's life. In no command's context (a thread the
     run started without its context: Beam's, a pool's; a library call), the run begun last."""
-    run = _RUN.get() or _LATEST[0]
+    run = current_run()
     value = run.values.get(name)
     if value is None:
         with run.lock:
