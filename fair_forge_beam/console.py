@@ -23,7 +23,6 @@ finished ends it the same way, saying that the outputs are complete. Further sig
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import errno
 import io
 import os
@@ -37,7 +36,7 @@ from typing import Any, Callable, Iterator, Optional, TextIO
 
 __all__ = ["OutputFolderError", "entry_point", "environment_failure", "runner_start_failure", "guarded", "interruption", "safe_streams", "say",
            "uninterrupted", "note_stage", "forget_stage", "note_published", "expect_output", "command_output",
-           "GRACE_SECONDS", "per_run", "command_begins"]
+           "GRACE_SECONDS"]
 
 #: seconds the main thread has, after the first SIGINT / SIGTERM, to clean up and say its line before
 #: the watchdog does it and ends the process
@@ -72,69 +71,6 @@ class _Interrupts:
 
 
 _STATE = _Interrupts()
-
-
-class _Run:
-    """What one run of a command says or counts once (:func:`per_run`): a warning said once a run, the
-    progress tallies. Made new where a command begins (:func:`guarded`, :func:`command_begins`), so a
-    later command in the same process (a notebook, a service calling ``main()`` again) or one in another
-    thread starts from nothing (trial44 B2-B4, B7: kept per process, a second audit missed the first's
-    warnings, and two audits in two threads merged their progress)."""
-
-    def __init__(self, claimed: bool = False):
-        self.values: dict = {}
-        self.lock = threading.Lock()
-        self.claimed = claimed  # a command's main began in it (command_begins): the next one gets a new run
-
-
-#: the run of the code running in this context (a thread starts with none: the latest run below)
-_RUN: contextvars.ContextVar = contextvars.ContextVar("fair_forge_beam_run", default=None)
-#: [the run begun last in the process]: the run of code in no command's context — a thread of Beam's or
-#: of a pool started by the run (a thread starts with an empty context), a library call after a command
-_LATEST = [_Run()]
-
-
-def current_run() -> _Run:
-    """The run of the code running now (:func:`per_run`): an object to compare, nothing to read in it."""
-    return _RUN.get() or _LATEST[0]
-
-
-def per_run(name: str, factory: Callable[[], Any]) -> Any:
-    """The object ``name`` of the current run, made by ``factory()`` at its first use in the run: the
-    one home of what a command says once or counts (``per_run("options.warned_keys", set)``), never a
-    module's global, which would hold it for the process's life. In no command's context (a thread the
-    run started without its context: Beam's, a pool's; a library call), the run begun last."""
-    run = current_run()
-    value = run.values.get(name)
-    if value is None:
-        with run.lock:
-            value = run.values.get(name)
-            if value is None:
-                value = run.values[name] = factory()
-    return value
-
-
-@contextlib.contextmanager
-def _new_run() -> Iterator[None]:
-    """A new run for the block, in this context (thread) only; the caller's run is back after it."""
-    run = _LATEST[0] = _Run()
-    token = _RUN.set(run)
-    try:
-        yield
-    finally:
-        _RUN.reset(token)
-
-
-def command_begins() -> None:
-    """A command's ``main`` begins (:func:`fair_forge_beam.progress.cli_logging`, first in every one): the
-    run :func:`guarded` began for it is taken as it is; a ``main`` called from Python without it
-    (``pipelines.loop.main([...])``), or a second one in the same run, gets a new run for this context."""
-    run = _RUN.get()
-    if run is None or run.claimed:
-        _RUN.set(_Run(claimed=True))
-        _LATEST[0] = _RUN.get()
-    else:
-        run.claimed = True
 
 
 def note_stage(stage: str, output: str, existed: Optional[bool] = None) -> None:
@@ -650,7 +586,8 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
     interrupt, once its line is said, is raised on as ``KeyboardInterrupt`` (trial44 B5: returned as 130, a
     loop of ``main()`` calls went on after Ctrl-C; a library never swallows it).
 
-    Each call is a new run (:func:`per_run`): what it says once or counts starts from nothing."""
+    Each call is a new run (:func:`fair_forge_beam.run_scope.new_run`): what it says once or counts
+    (:func:`~fair_forge_beam.run_scope.per_run`) starts from nothing."""
     owned = owns_process and _install(command, prog)
     with _STATE.lock:  # this command's line is yet to be said (calls from Python share the state):
         _STATE.said = False  # an earlier call's folders are not this one's (its failed line named the folder
@@ -663,7 +600,11 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
 
         atexit.register(_end_after_atexit)  # registered first of the command's: runs last
     try:
-        with _new_run():  # what the run says once or counts starts from nothing (per_run)
+        # imported here, once the signal handlers are in place (run_scope is stdlib-only, still: nothing of
+        # the package at console's import); inside the try, so that an interrupt even now says its line
+        from fair_forge_beam.run_scope import new_run
+
+        with new_run():  # what the run says once or counts starts from nothing (run_scope.per_run)
             code = _guarded(run_command, command, prog, owned)
     except BaseException:  # SystemExit (a usage error said as the interrupt came) included
         if owned and _STATE.signum is not None:

@@ -825,7 +825,7 @@ class OneLineErrorParser(ChoiceHintParser):
                 if elsewhere is None:
                     return (f"{flag} {quoted(name)}: the environment variable {quoted(name)} is unset or empty: set it to "
                             f"the endpoint's API key, or leave {flag} out for an endpoint that needs no key")
-                from fair_forge_beam.console import per_run
+                from fair_forge_beam.run_scope import per_run
 
                 warned = per_run("options.unset_key_warned", set)  # once a run (trial44 B3: once a process)
                 if (flag, name) not in warned:

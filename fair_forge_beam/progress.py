@@ -2,7 +2,7 @@
 
 Counting: the DoFns count with :class:`ProgressCounter` — a Beam counter
 (``Metrics.counter(NAMESPACE or the judge's namespace, name)``) plus a tally of the run (one per command's run,
-:func:`fair_forge_beam.console.per_run`; a process's two audits in two threads count apart). A
+:func:`fair_forge_beam.run_scope.per_run`; a process's two audits in two threads count apart). A
 reporter thread in the launcher (:class:`ProgressReporter`) samples the tallies (and, for a
 runner whose ``run()`` returns while the job runs, the Beam counters of its ``PipelineResult``)
 every ``interval`` seconds and writes one line when something changed, or every
@@ -55,7 +55,7 @@ import threading
 import time
 from typing import Callable, Mapping, Optional, Sequence, TextIO
 
-from fair_forge_beam.console import current_run, per_run
+from fair_forge_beam.run_scope import command_begins, current_run, per_run
 
 __all__ = ["NAMESPACE", "JUDGE_NAMESPACES", "ProgressCounter", "snapshot", "reset", "format_progress",
            "eta_seconds", "ProgressReporter"]
@@ -66,7 +66,7 @@ HEARTBEAT = 30.0
 JUDGE_NAMESPACES = ("fair_forge_beam.judge", "fair_forge_beam.guardian")
 
 class _Tally:
-    """The progress tallies of one run (:func:`fair_forge_beam.console.per_run`: two audits in two threads
+    """The progress tallies of one run (:func:`fair_forge_beam.run_scope.per_run`: two audits in two threads
     of one process count apart, trial44 B7): ``{(namespace, name): count}`` and when each was first
     counted."""
 
@@ -96,7 +96,7 @@ class _Tally:
 
 
 def _tally() -> _Tally:
-    """The tallies of the current run (:func:`fair_forge_beam.console.per_run`)."""
+    """The tallies of the current run (:func:`fair_forge_beam.run_scope.per_run`)."""
     return per_run("progress.tally", _Tally)
 
 
@@ -539,7 +539,7 @@ class _BeamWarningsOnce(logging.Filter):
     record is Beam's when its logger is (``apache_beam.*``) or when Beam's own code logged it on the
     root logger (its file is under the ``apache_beam`` package). Messages that differ (a retry's
     error, a step's name) are all shown; ERROR and above always are. What was shown is the run's
-    (:func:`fair_forge_beam.console.per_run`): the next audit of the process shows Beam's warning about
+    (:func:`fair_forge_beam.run_scope.per_run`): the next audit of the process shows Beam's warning about
     its own options again (trial44 B4: kept for the process, only its first audit did)."""
 
     def __init__(self):
@@ -619,11 +619,10 @@ def cli_logging() -> None:
     ``--quiet`` narrows it further while a run lasts (:class:`RunLogging`).
 
     Called first by every command's ``main``, it begins the command's run
-    (:func:`fair_forge_beam.console.command_begins`), and it may be called any number of times in a
+    (:func:`fair_forge_beam.run_scope.command_begins`), and it may be called any number of times in a
     process: the root handler (made only when the root logger has none: a caller's own is kept) writes to
     the ``sys.stderr`` of the moment (:class:`_StderrOfTheMoment`), and each filter is added once (trial44
     B8: one more apitools filter per call, 1,002 after 1,000 calls, 791 µs per log record instead of 31)."""
-    from fair_forge_beam.console import command_begins
     from fair_forge_beam.urls import install_log_masking
 
     command_begins()

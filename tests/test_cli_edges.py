@@ -204,14 +204,14 @@ def test_an_unset_key_variable_is_one_warning_on_a_remote_runner(tmp_path, capsy
     parsed again (the loop parses the audit's options twice), still one warning."""
     import logging
 
-    from fair_forge_beam import console
+    from fair_forge_beam import run_scope
     from pipelines.audit import parse_args
 
     monkeypatch.delenv("FFB_TEST_KEY_VAR", raising=False)
     beam_args, where = REMOTE_RUNNERS[runner]
     argv = [*_KEY_ARGS, "--output", str(tmp_path / "out"), "--judge-api-key-env", "FFB_TEST_KEY_VAR", *beam_args]
     # a run of its own: the warning is said once a run (this process's earlier tests' runs are not this one)
-    with caplog.at_level(logging.WARNING, logger="fair_forge_beam.options"), console._new_run():
+    with caplog.at_level(logging.WARNING, logger="fair_forge_beam.options"), run_scope.new_run():
         args, rest, _ = parse_args(argv)
         parse_args(argv)
     assert args.judge_api_key_env == "FFB_TEST_KEY_VAR" and rest

@@ -281,7 +281,7 @@ class NotAnAnswer(ValueError):
 def usage_count(value: Any, field: str = "usage") -> int:
     """A usage count as sent, when it is one: a whole number from 0 to :data:`MAX_TOKEN_COUNT`
     (``12`` or ``12.0``); anything else (absent, null, negative, fractional, huge, text, true) is 0,
-    with a warning the first time a run (:func:`fair_forge_beam.console.per_run`; a worker process outside
+    with a warning the first time a run (:func:`fair_forge_beam.run_scope.per_run`; a worker process outside
     the launcher: the first time it) sees such a value in ``field``. Never raises."""
     if value is None:
         return 0
@@ -289,7 +289,7 @@ def usage_count(value: Any, field: str = "usage") -> int:
         return int(value)
     if isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_TOKEN_COUNT:
         return int(value)
-    from fair_forge_beam.console import per_run
+    from fair_forge_beam.run_scope import per_run
 
     warned = per_run("replies.usage_warned", set)
     with _WARNED_LOCK:

@@ -1854,7 +1854,7 @@ def distinct_inputs(patterns: Sequence[str], strict: bool = True) -> InputFiles:
 def warn_repeated_inputs(message: str) -> None:
     """Log ``message`` once a run (a command may build its reader twice: a check, then the run); the next
     command of the process says it again (trial44 B2: once a process, a later audit did not)."""
-    from fair_forge_beam.console import per_run
+    from fair_forge_beam.run_scope import per_run
 
     said = per_run("read.repeated_inputs_said", set)
     if message not in said:
