@@ -9,14 +9,17 @@ endpoint clients its in-process workers open (thread pool, HTTP connections, ans
 :class:`fair_forge_beam.components.replies.EndpointClient`) — is handed to :func:`at_run_end`, and undone
 or closed when the run ends, however it ends (before, trial44 breaks 1 and 2: a judge run left its key
 variable registered for good, so a later run without any endpoint masked its value, and left its 16 judge
-threads, keep-alive sockets and about 17 SQLite handles to ``__del__``). Blocks nest (an audit's holds its
-pipeline's) and may overlap in threads (two audits at once): a process-wide count, so what is handed
-over while any block is open is undone when the last open block ends — an overlapping run never loses
-what another registered, for what is registered is the process's (``os.environ``, a client a worker
-thread of either run may hold). What is registered with no block open (a user's own pipeline object, a
-worker process of another runner, which ends with the job) is kept, as before. Beam's ``RunInference``
-gives its model no teardown (apache-beam 2.77), so the run that started the job closes the clients
-opened in its process, after the job has finished.
+threads, keep-alive sockets and about 17 SQLite handles to ``__del__``). A block belongs to its context
+(a context variable): blocks nest within one thread (an audit's holds its pipeline's, the outer one
+undoes), and a run in another thread (two audits at once) has its own, undone at its own end. What is
+registered in no block's context — a user's own thread or object, a thread Beam or a pool started
+without the run's context (the in-memory runner processes bundles in the caller's thread; Prism's
+loopback workers and ``direct_num_workers`` > 1 do not), a worker process of another runner, which ends
+with the job — is the process's, kept as before (trial44b G1: a process-wide count had closed a user's
+own client under its call when an unrelated run ended). A key name two runs register is held until the
+last of them ends (:func:`fair_forge_beam.io.secrets.register_secret_env` counts its holders). Beam's
+``RunInference`` gives its model no teardown (apache-beam 2.77), so the run that started the job closes
+the clients opened in its context, after the job has finished.
 
 **What a run says once or counts** (:func:`per_run`, :func:`current_run`, :func:`new_run`,
 :func:`command_begins`): the unset-key and repeated-input warnings, Beam's repeated warnings, the
@@ -30,9 +33,10 @@ begun last.
 
 How they relate: the same run, seen from two sides. A command's ``main`` begins its per-run values, then
 its work opens :func:`one_run` blocks; a library call opens a block and uses the latest values. They are
-not one lifetime: undoing must wait for every overlapping run (a count), while what is said once must
-not be shared between two runs at once (a context) — merging them would either close one run's clients
-under another or merge two runs' warnings and tallies.
+not one object: a command's per-run values begin with the command (:func:`guarded`, ``cli_logging``) and
+fall back to the run begun last for code of no context, while what a run registers to undo is kept only
+from its own blocks' context, and nothing of no context is ever undone — a fallback there would close a
+client another run or the user still holds.
 """
 from __future__ import annotations
 
@@ -45,49 +49,58 @@ from typing import Any, Callable, Iterator
 __all__ = ["one_run", "at_run_end", "run_open", "per_run", "current_run", "new_run", "command_begins"]
 
 _log = logging.getLogger(__name__)
-_LOCK = threading.Lock()
-_OPEN = [0]  # blocks open now, in every thread of the process
-_AT_END: list = []  # what the open runs handed over: called, newest first, when the last one ends
+#: the undo list of the run block open in this context (a thread starts with none: see one_run)
+_BLOCK: contextvars.ContextVar = contextvars.ContextVar("fair_forge_beam_run_block", default=None)
 
 
 @contextlib.contextmanager
 def one_run() -> Iterator[None]:
-    """One run: what is handed to :func:`at_run_end` inside the block is undone when it ends (when the
-    last block open in the process ends, if others are). The callables are told whether the block ended
-    without an exception (``ended_well``: a client then waits for its idle threads to end)."""
-    with _LOCK:
-        _OPEN[0] += 1
+    """One run: what is handed to :func:`at_run_end` in this block's context is undone when it ends,
+    newest first, however it ends. A block inside another of the same context (an audit's around its
+    pipeline's) adds to the outer one, which undoes all. A block in another thread (a second audit at
+    once) has its own list, undone at its own end, never waiting for the other (trial44b G2: one
+    process-wide count held every ended audit's judge threads and caches while another was open). The
+    callables are told whether the block ended without an exception (``ended_well``: a client then waits
+    for its idle threads to end); an interrupt while they run lets the rest run, then goes on."""
+    if _BLOCK.get() is not None:  # nested in this context: the outer block undoes
+        yield
+        return
+    todo: list = []
+    token = _BLOCK.set(todo)
     ended_well = False
     try:
         yield
         ended_well = True
     finally:
-        with _LOCK:
-            _OPEN[0] -= 1
-            todo = _AT_END[::-1] if _OPEN[0] == 0 else []
-            if todo:
-                _AT_END.clear()
-        for undo in todo:
+        _BLOCK.reset(token)
+        stop = None
+        for undo in todo[::-1]:
             try:
                 undo(ended_well)
             except Exception:  # noqa: BLE001 - one resource that cannot be released leaves the others to be
                 _log.debug("releasing %r at the end of a run failed", undo, exc_info=True)
+            except BaseException as exc:  # noqa: BLE001 - Ctrl-C: the rest is released, then it goes on
+                stop = stop or exc
+        if stop is not None:
+            raise stop
 
 
 def at_run_end(undo: Callable[[bool], None]) -> bool:
-    """Hand ``undo(ended_well)`` to the runs open now: it is called when the last of them ends. Returns
-    False (``undo`` is not kept) when no run is open: what was registered is then the process's."""
-    with _LOCK:
-        if not _OPEN[0]:
-            return False
-        _AT_END.append(undo)
-        return True
+    """Hand ``undo(ended_well)`` to the run block open in this context: called when it ends. Returns
+    False (``undo`` is not kept) when this context has none — code of no run (a user's own thread, a
+    library call), or a thread Beam or a pool started without the run's context: what was registered is
+    then the process's, as before runs existed (trial44b G1: any thread's client had been handed to
+    whichever run was open, and closed under the thread's own call when that run ended)."""
+    todo = _BLOCK.get()
+    if todo is None:
+        return False
+    todo.append(undo)
+    return True
 
 
 def run_open() -> bool:
-    """Whether a run (a :func:`one_run` block) is open in this process."""
-    with _LOCK:
-        return bool(_OPEN[0])
+    """Whether a run block (:func:`one_run`) is open in this context."""
+    return _BLOCK.get() is not None
 
 
 # What a run says once or counts (the module docstring's second facet): a context variable, not the count.

@@ -134,3 +134,72 @@ def test_what_a_run_hands_over_ends_with_the_last_run_open():
     except KeyError:
         pass
     assert done[-1] == ("failed", False)
+
+
+def _in_thread(body):
+    """Run ``body`` in a new thread (an empty context, as a user's or a second audit's thread); returns
+    (thread, started event, release event): ``body(started, release)`` sets ``started`` when it holds what
+    it holds, then waits for ``release``."""
+    started, release = threading.Event(), threading.Event()
+    t = threading.Thread(target=body, args=(started, release), daemon=True)
+    t.start()
+    assert started.wait(10)
+    return t, release
+
+
+def test_a_run_in_another_thread_neither_takes_nor_waits_for_this_ones():
+    """trial44b G1: while an audit ran in one thread, a user's own client made in another thread (no run
+    of its own) was handed to that audit and closed under the user's next call when the audit ended.
+    G2: two threads running audits back to back (one always open) kept every ended audit's judge
+    threads and caches until both happened to be idle (16 -> 94 threads, 206 SQLite fds)."""
+    from fair_forge_beam.run_scope import at_run_end, one_run, run_open
+
+    done = []
+
+    def audit_a(started, release):
+        with one_run():
+            at_run_end(lambda ok: done.append("a"))
+            started.set()
+            release.wait(10)
+
+    a, release_a = _in_thread(audit_a)
+    assert not run_open()  # this thread runs nothing: the user's own client is its own
+    assert at_run_end(lambda ok: done.append("user's")) is False
+    with one_run():  # a second audit here, while A is open, ends first
+        at_run_end(lambda ok: done.append("b"))
+    assert done == ["b"], done  # B's resources went with B, not with the last run open
+    release_a.set()
+    a.join(10)
+    assert done == ["b", "a"], done  # and the user's client was never closed
+
+
+def test_a_key_name_is_held_until_the_last_run_that_registered_it_ends(monkeypatch):
+    """trial44b G1b: a name a user registered in another thread while an audit ran was forgotten when
+    the audit ended (its value then written unmasked); a name two runs at once registered was forgotten
+    when the first ended."""
+    from fair_forge_beam.io import secrets as sec
+    from fair_forge_beam.run_scope import one_run
+
+    monkeypatch.setattr(sec, "_ENVS", set())
+    monkeypatch.setattr(sec, "_ENVS_SNAPSHOT", frozenset())
+    monkeypatch.setattr(sec, "_HOLDERS", {})
+    monkeypatch.setattr(sec, "_INHERITED", {})
+    monkeypatch.delenv(sec.NAMES_ENV, raising=False)
+
+    def audit(started, release):
+        with one_run():
+            sec.register_secret_env("T44_SHARED")
+            sec.register_secret_env("T44_USERS")
+            started.set()
+            release.wait(10)
+
+    a, release_a = _in_thread(audit)
+    sec.register_secret_env("T44_USERS")  # the user's own, in no run: the process's
+    with one_run():
+        sec.register_secret_env("T44_SHARED")  # a second run holds it too
+        release_a.set()
+        a.join(10)
+        assert {"T44_SHARED", "T44_USERS"} <= sec._ENVS, sec._ENVS  # A ended: both still held
+        assert "T44_SHARED" in os.environ[sec.NAMES_ENV].split(",")
+    assert sec._ENVS == {"T44_USERS"}, sec._ENVS  # the second run ended: only the user's stays
+    assert os.environ[sec.NAMES_ENV] == "T44_USERS"

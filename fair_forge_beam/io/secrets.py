@@ -657,21 +657,46 @@ def register_secret_env(name: str) -> None:
     a run (:func:`fair_forge_beam.run_scope.one_run`) both are the run's: undone when it ends, so a later
     run of the process that uses no endpoint masks nothing, as the same run alone (trial44 break 1:
     a judge run made every later run of a notebook mask ``OPENAI_API_KEY``, and every later child
-    process inherited the name). Registered with no run open, the name is the process's."""
+    process inherited the name). Registered outside a run's context, the name is the process's, kept
+    for good. Each run that registers a name holds it: it is forgotten when the last holder ends, never
+    while another run or the process holds it (trial44b G1b: an audit that ended forgot a name a user had
+    registered meanwhile in another thread)."""
     from fair_forge_beam.run_scope import at_run_end
 
     if not name or "," in str(name):
         return
     name = str(name)
     with _LOCK:
-        if name in _ENVS:
+        holders = _HOLDERS.get(name) if name in _ENVS else None  # _ENVS says what is registered
+        if holders == _PROCESS:
             return
-        _set_names(_ENVS | {name})
-        named = set(filter(None, os.environ.get(NAMES_ENV, "").split(",")))
-        inherited = name in named  # a name the parent process named stays the environment's
-        if not inherited:
-            os.environ[NAMES_ENV] = ",".join(sorted(named | _ENVS))
-        at_run_end(lambda ended_well: _forget(name, inherited))
+        if holders is None:
+            _set_names(_ENVS | {name})
+            named = set(filter(None, os.environ.get(NAMES_ENV, "").split(",")))
+            _INHERITED[name] = name in named  # a name the parent process named stays the environment's
+            if not _INHERITED[name]:
+                os.environ[NAMES_ENV] = ",".join(sorted(named | _ENVS))
+        _HOLDERS[name] = (holders or 0) + 1 if at_run_end(lambda ended_well: _release(name)) else _PROCESS
+
+
+#: key names -> how many open runs hold each (:data:`_PROCESS`: registered outside a run, kept for good)
+_HOLDERS: dict = {}
+_PROCESS = -1
+#: key names -> whether the parent process's environment named it already (then it stays there)
+_INHERITED: dict = {}
+
+
+def _release(name: str) -> None:
+    """A run that registered ``name`` ended: the last holder gone, :func:`_forget` it."""
+    with _LOCK:
+        holders = _HOLDERS.get(name)
+        if holders is None or holders == _PROCESS or name not in _ENVS:
+            return
+        if holders > 1:
+            _HOLDERS[name] = holders - 1
+            return
+        del _HOLDERS[name]
+        _forget(name, _INHERITED.pop(name, False))
 
 
 def _set_names(names) -> None:
@@ -682,17 +707,17 @@ def _set_names(names) -> None:
 
 
 def _forget(name: str, inherited: bool) -> None:
-    """The run that registered ``name`` ended: neither this process's writers nor the worker processes
-    it starts from now on mask its value (unless ``inherited`` from the parent's environment)."""
-    with _LOCK:
-        _set_names(_ENVS - {name})
-        if inherited:
-            return
-        names = set(filter(None, os.environ.get(NAMES_ENV, "").split(","))) - {name}
-        if names:
-            os.environ[NAMES_ENV] = ",".join(sorted(names))
-        else:
-            os.environ.pop(NAMES_ENV, None)
+    """The runs that registered ``name`` ended (the caller holds ``_LOCK``): neither this process's writers
+    nor the worker processes it starts from now on mask its value (unless ``inherited`` from the parent's
+    environment)."""
+    _set_names(_ENVS - {name})
+    if inherited:
+        return
+    names = set(filter(None, os.environ.get(NAMES_ENV, "").split(","))) - {name}
+    if names:
+        os.environ[NAMES_ENV] = ",".join(sorted(names))
+    else:
+        os.environ.pop(NAMES_ENV, None)
 
 
 def keys_set_here(names: Iterable[str]) -> tuple:
