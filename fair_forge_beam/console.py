@@ -23,6 +23,7 @@ finished ends it the same way, saying that the outputs are complete. Further sig
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import io
 import os
@@ -45,6 +46,22 @@ GRACE_SECONDS = 5.0
 _SIGNALS = ("SIGINT", "SIGTERM")
 
 
+class _Folders:
+    """The output folders of one command's call (:func:`guarded`), what its lines say: kept per call, not
+    per process, so that a call's failed or interrupted line names only its own folders — an earlier
+    call's (CI on befeab0: a trend's line named the folder an earlier test's audit had staged) or one in
+    another thread (trial44b G5: audit A's failed line named audit B's folder) never. The loop's stages,
+    run inside its call, note theirs in it (its line says what was complete before the interruption)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.outputs: list = []  # output folders this run staged (published or not)
+        self.existed: dict = {}  # output folder -> whether it existed before the run
+        self.published: list = []  # output folders published by this run
+        self.in_place: list = []  # output folders a streaming run writes in place (no stage)
+        self.expected: Optional[tuple] = None  # (output folder, existed) the command will write, before its stage
+
+
 class _Interrupts:
     """The process's interrupt state (one per process; changed under ``lock``)."""
 
@@ -59,18 +76,25 @@ class _Interrupts:
         self.shield = 0  # depth of uninterrupted() sections (a publication)
         self.pending = False  # a signal arrived inside a section: raised when it ends
         self.stages: dict = {}  # stage folder -> its output folder (removed by the watchdog)
-        self.outputs: list = []  # output folders this run staged (published or not)
-        self.existed: dict = {}  # output folder -> whether it existed before the run
-        self.published: list = []  # output folders published by this run
-        self.in_place: list = []  # output folders a streaming run writes in place (no stage)
+        self.folders = _Folders()  # the output folders of the command's call begun last (_folders)
         self.command, self.prog = "command", "fair-forge-beam"
         self.exiting = False
         self.said = False  # the interrupt's line was said (it is said once)
         self.code: Optional[int] = None  # the command's exit code once it returned (owned process)
-        self.expected: Optional[tuple] = None  # (output folder, existed) the command will write, before its stage
 
 
 _STATE = _Interrupts()
+
+
+#: the folders of the command's call running in this context (:func:`guarded`); a thread of no call's
+#: context (the watchdog, a thread of Beam's) reads the call begun last (:attr:`_Interrupts.folders`)
+_CALL: contextvars.ContextVar = contextvars.ContextVar("fair_forge_beam_call_folders", default=None)
+
+
+def _folders() -> _Folders:
+    """The folders of this context's call, else of the call begun last (in a process that is one
+    command: that command's)."""
+    return _CALL.get() or _STATE.folders
 
 
 def note_stage(stage: str, output: str, existed: Optional[bool] = None) -> None:
@@ -82,8 +106,10 @@ def note_stage(stage: str, output: str, existed: Optional[bool] = None) -> None:
         existed = "://" in output or os.path.lexists(output)
     with _STATE.lock:
         _STATE.stages[stage] = output
-        _STATE.outputs.append(output)
-        _STATE.existed[output] = bool(existed)
+    folders = _folders()
+    with folders.lock:
+        folders.outputs.append(output)
+        folders.existed[output] = bool(existed)
 
 
 def output_state(output: str, existed: bool) -> str:
@@ -132,8 +158,9 @@ def expect_output(output: Optional[str], existed: Optional[bool] = None) -> None
     output = str(output)
     if existed is None:
         existed = "://" in output or os.path.lexists(output)
-    with _STATE.lock:
-        _STATE.expected = (output, bool(existed))
+    folders = _folders()
+    with folders.lock:
+        folders.expected = (output, bool(existed))
 
 
 #: the default output folder of each command that writes one and has a default (the declarations of
@@ -201,15 +228,17 @@ def forget_stage(stage: str) -> None:
 
 def note_published(output: str) -> None:
     """``output`` now holds this run's complete outputs (what an interrupt's line then says)."""
-    with _STATE.lock:
-        _STATE.published.append(output)
+    folders = _folders()
+    with folders.lock:
+        folders.published.append(output)
 
 
 def note_in_place(output: str) -> None:
     """``output`` is written in place by a streaming run as its windows fire (what an interrupt's
     line then says: never "untouched" nor "nothing was written")."""
-    with _STATE.lock:
-        _STATE.in_place.append(output)
+    folders = _folders()
+    with folders.lock:
+        folders.in_place.append(output)
 
 
 @contextlib.contextmanager
@@ -244,12 +273,12 @@ def _signal_name(signum: Optional[int]) -> str:
 def _interrupt_line(command: str, prog: str, signum: Optional[int]) -> str:
     """The one line of an interrupt: what stopped, and what state the output folder is in."""
     how = _signal_name(signum)
-    with _STATE.lock:
-        published = list(_STATE.published)
-        last = _STATE.outputs[-1] if _STATE.outputs else None
-        finished, existed = _STATE.finished, dict(_STATE.existed)
-        in_place = list(_STATE.in_place)
-        expected = _STATE.expected
+    folders = _folders()
+    with folders.lock:
+        published = list(folders.published)
+        last = folders.outputs[-1] if folders.outputs else None
+        existed, in_place, expected = dict(folders.existed), list(folders.in_place), folders.expected
+    finished = _STATE.finished
     if in_place:
         state = (f"the output folder {in_place[-1]} holds what the stream wrote before the interruption (the files of "
                  f"the windows that fired, if any; a streaming run writes in place)")
@@ -589,10 +618,11 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
     Each call is a new run (:func:`fair_forge_beam.run_scope.new_run`): what it says once or counts
     (:func:`~fair_forge_beam.run_scope.per_run`) starts from nothing."""
     owned = owns_process and _install(command, prog)
-    with _STATE.lock:  # this command's line is yet to be said (calls from Python share the state):
-        _STATE.said = False  # an earlier call's folders are not this one's (its failed line named the folder
-        _STATE.expected = None  # an earlier test had staged: CI on befeab0, test_full_disk's trend)
-        _STATE.outputs, _STATE.existed, _STATE.published, _STATE.in_place = [], {}, [], []
+    folders = _Folders()  # this call's output folders (an earlier call's or another thread's are not its own)
+    with _STATE.lock:  # this command's line is yet to be said (calls from Python share the state)
+        _STATE.said = False
+        _STATE.folders = folders
+    call = _CALL.set(folders)
     if owned:  # the command line is this command's: its output folder is named until the command parses it
         expect_output(command_output(command, sys.argv[1:]))
     if owned:
@@ -612,6 +642,7 @@ def guarded(run_command, command: str, prog: str = "fair-forge-beam", owns_proce
             _hard_exit(128 + _STATE.signum, _interrupt_line(command, prog, _STATE.signum))
         raise
     finally:
+        _CALL.reset(call)
         if owned:
             with _STATE.lock:  # "had finished" only for a command that returned on its own
                 _STATE.finished = _STATE.signum is None
@@ -664,9 +695,10 @@ def _guarded(run_command, command: str, prog: str, owned: bool = False) -> int:
             if why is None:
                 raise
             why = f"Beam could not start the runner's job server or a service the run needs: {why}"
-        with _STATE.lock:
-            outputs = [o for o in _STATE.outputs if o not in _STATE.published]
-            existed = dict(_STATE.existed)
+        folders = _folders()
+        with folders.lock:
+            outputs = [o for o in folders.outputs if o not in folders.published]
+            existed = dict(folders.existed)
         say(f"{prog}: error: the {command} stopped: {why}; "
             f"{failed_state(outputs[-1], existed.get(outputs[-1], True)) if outputs else failed_state(None, True)}",
             file=sys.stderr)

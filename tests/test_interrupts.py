@@ -453,6 +453,47 @@ def test_a_failed_line_names_no_folder_of_an_earlier_call(tmp_path, capsys, monk
     assert err[0].endswith("nothing was published (the output folder, if any, is as it was)"), err
 
 
+def test_a_failed_line_names_no_folder_of_a_call_in_another_thread(tmp_path, capsys, monkeypatch):
+    """trial44b G5: two audits in two threads of one process, A on a full disk: A's failed line named B's
+    folder ("nothing was written (…/B_out was not created)"), which B did create. Each call's line names
+    only what that call staged."""
+    import errno
+    import threading
+
+    from fair_forge_beam import console
+    from fair_forge_beam.console import guarded, note_stage
+
+    monkeypatch.setattr(console, "_STATE", console._Interrupts())
+    a_out, b_out = tmp_path / "A_out", tmp_path / "B_out"
+    b_began, a_staged, b_staged, a_done = (threading.Event() for _ in range(4))
+
+    def audit_b():
+        b_began.set()
+        assert a_staged.wait(10)
+        note_stage(str(tmp_path / "B_stage"), str(b_out), existed=False)
+        b_staged.set()
+        assert a_done.wait(10)
+        return 0
+
+    def audit_a():
+        note_stage(str(tmp_path / "A_stage"), str(a_out), existed=False)
+        a_staged.set()
+        assert b_staged.wait(10)  # B staged after A: the folder staged last in the process is B's
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    b = threading.Thread(target=lambda: guarded(audit_b, "audit"))
+    b.start()
+    assert b_began.wait(10)  # both calls under way: B's began first
+    try:
+        assert guarded(audit_a, "audit") == 1
+    finally:
+        a_done.set()
+        b.join(10)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f"nothing was written ({a_out} was not created)"), err
+    assert str(b_out) not in err[0], err
+
+
 def _tree(root: int) -> list:
     """``root`` and its running descendants (zombies are not), whatever their process group:
     Beam's workers get a group of their own."""
