@@ -316,3 +316,62 @@ def _interactive_beam_loads() -> bool:
 
 
 __all__ += ["probe_ipython_only_when_imported"]
+
+
+#: the most bytes an SDK worker puts in one data-plane message before sending it (Beam Java's own
+#: outbound default, ``BeamFnDataOutboundAggregator.DEFAULT_BUFFER_LIMIT_BYTES``; Beam's Python SDK: 10 MiB)
+DATA_MESSAGE_BYTES = 1_000_000
+
+
+def _set_default(function, name: str, value) -> None:
+    """Set the default value of ``function``'s positional-or-keyword parameter ``name``."""
+    code = function.__code__
+    params = code.co_varnames[:code.co_argcount]
+    defaults = list(function.__defaults__ or ())
+    at = params.index(name) - (len(params) - len(defaults))
+    if at < 0:
+        raise ValueError(f"{function.__qualname__}'s {name} has no default")
+    defaults[at] = value
+    function.__defaults__ = tuple(defaults)
+
+
+def bound_data_plane_messages(limit: int = DATA_MESSAGE_BYTES) -> bool:
+    """Make this process's SDK worker send data-plane messages of about ``limit`` bytes (default
+    :data:`DATA_MESSAGE_BYTES`, 1 MB) instead of Beam's Python 10 MiB: each output stream flushes once
+    its buffer passes ``limit``, and the sender joins queued messages into one gRPC message only up to
+    ``limit``. A message still holds at least one whole element, so an element larger than ``limit``
+    travels as before. Returns whether the bound is in place; on a Beam whose data plane no longer has
+    these parts it changes nothing and logs one warning (its messages are then Beam's size).
+
+    Why: a portable runner's Java side queues up to 100 messages per data stream of a bundle
+    (``BeamFnDataInboundObserver``: a bound in messages, not bytes) while it decodes and writes what a
+    Python stage returns. With 10 MiB messages that is up to about 1 GB of one TaskManager's heap, held
+    whenever the Python worker produces faster than the JVM consumes: the 1M-interaction audit on the
+    local Flink cluster held 17-66 such messages in its read stage (JFR and heap dumps,
+    docs/performance.md "What the TaskManagers hold in the read stage"), and a larger run would fill the
+    queue past the 1.1 GB heap. With 1 MB messages the same 100 hold about 100-200 MB. Elements,
+    their order and their encoding are unchanged: only where the byte stream is cut between messages.
+
+    Called at every SDK worker's start through Beam's ``--beam_plugins`` (:mod:`fair_forge_beam.worker_plugin`,
+    added to every run's options by :func:`fair_forge_beam.beam_pipeline.pipeline_options`); the
+    in-memory runner passes elements in process and has no such messages."""
+    from apache_beam.runners.worker import data_plane
+
+    with _ARGS_LOCK:
+        streams = [getattr(data_plane, name, None) for name in
+                   ("SizeBasedBufferingClosableOutputStream", "TimeBasedBufferingClosableOutputStream")]
+        try:
+            if not isinstance(getattr(data_plane, "_DEFAULT_SIZE_FLUSH_THRESHOLD", None), int) or None in streams:
+                raise ValueError("data_plane has no _DEFAULT_SIZE_FLUSH_THRESHOLD or no buffering output stream")
+            for stream in streams:
+                _set_default(stream.__init__, "size_flush_threshold", limit)
+        except ValueError as exc:
+            logging.getLogger(__name__).warning(
+                "Beam's data plane (apache_beam %s) is not the one this package sizes (%s): its SDK workers send "
+                "messages of Beam's own size", getattr(beam, "__version__", "?"), exc)
+            return False
+        data_plane._DEFAULT_SIZE_FLUSH_THRESHOLD = limit  # what the sender joins into one gRPC message
+        return True
+
+
+__all__ += ["bound_data_plane_messages", "DATA_MESSAGE_BYTES"]
