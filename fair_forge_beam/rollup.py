@@ -2042,3 +2042,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cli_logging()
     run(argv)
     return 0
+
+
+if __name__ == "__main__":  # `python -m fair_forge_beam.rollup` is the command (pipelines/rollup.py), not a silent import
+    import runpy
+
+    runpy.run_module("pipelines.rollup", run_name="__main__", alter_sys=True)
