@@ -34,8 +34,10 @@ Limits: a job waited for in another thread than the main one cannot be woken so 
 handlers in the main thread only): it fails, naming the death, only when Beam itself raises. A worker
 that hangs alive (a step that sleeps, a call that never returns) is not a failure: only its state and
 CPU time say it (:func:`worker_states`). What the watch installs for a run (the ``SIGCHLD`` handler, a
-thread exception hook, two log filters) is removed when the run's block ends, however it ends. Workers started by another process (a Flink TaskManager,
-Prism, a worker pool) are that runner's to watch.
+thread exception hook, two log filters) is removed when the run's block ends, however it ends; after a death, the
+hook and the filters stay until the run's own Beam stream threads have ended (however late they report: flake45),
+dropping only those threads' reports. Workers started by another process (a Flink TaskManager, Prism, a worker
+pool) are that runner's to watch.
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ from typing import Iterator, Optional
 from fair_forge_beam import procfs
 
 __all__ = ["watching", "settle", "worker_started", "worker_ended", "worker_told_to_stop", "worker_states",
-           "WorkerDied", "exit_words", "CHECK_EVERY", "STOPPED_TOO_LONG"]
+           "wait_for_late_reports", "WorkerDied", "exit_words", "CHECK_EVERY", "STOPPED_TOO_LONG"]
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +62,6 @@ CHECK_EVERY = 2.0
 #: seconds a worker stays stopped before it is named again in an ERROR line, which ``--quiet`` shows: the
 #: run waits for it, a hang the user must know of (trial40b B5: under --quiet a stopped worker was silent)
 STOPPED_TOO_LONG = 30.0
-
-#: seconds the end of a run that a death failed waits for Beam's threads of the workers' broken streams
-#: to report (:data:`_WORKERS_THREADS`), before the filters that drop those reports are removed
-REPORTS_WAIT = 2.0
 
 #: Beam's words when a worker started by ``SubprocessSdkWorker`` ends with a non-zero code
 _BEAMS_WORDS = "Worker subprocess exited with return code"
@@ -103,7 +101,12 @@ class _Watch:
         self.told_to_stop: set = set()  # worker ids whose handler Beam closed: their exit with code 0 is asked for
         self.stopped: dict = {}  # pid: when a worker was said to be stopped (state T), until it resumes
         self.stopped_too_long: set = set()  # pids of stopped workers said in an ERROR line (STOPPED_TOO_LONG)
-        self.over = False  # the run's block ended: its hook and filters, wherever still called, pass all on
+        self.before = frozenset(threading.enumerate())  # the threads alive as the run began: none of them is its
+        # the run's Beam stream threads still alive as its block ended (None: it has not ended); their reports, however
+        # late, are the only ones its hook and filters drop from then on, until they have all ended (``released``)
+        self.late: Optional[frozenset] = None
+        self.late_idents: frozenset = frozenset()
+        self.released = threading.Event()  # what the run installed is gone: its hook and filters pass all on
         self.done = threading.Event()  # the run's block ended: the state checks end
         self.checks: Optional[threading.Thread] = None
 
@@ -123,6 +126,15 @@ class _Watch:
         worker_id = getattr(proc, "worker_id", None)
         with self.lock:
             return worker_id is None or worker_id in self.told_to_stop
+
+    def owns(self, thread: threading.Thread) -> bool:
+        """Whether ``thread`` is one of Beam's threads of this run's workers (:data:`_WORKERS_THREADS`, by name):
+        one started while the run was on, and once it has ended, one still alive then (:attr:`late`). Told
+        by the ``Thread`` object, never by name alone: another run's thread of the same name is not this one's."""
+        if self.released.is_set() or thread.name not in _WORKERS_THREADS:
+            return False
+        late = self.late
+        return thread not in self.before if late is None else thread in late
 
     def unexpected_end(self, proc) -> bool:
         """Whether ``proc`` ended, or is ending, as no worker of a running job should."""
@@ -261,9 +273,10 @@ _WORKERS_THREADS = ("run_worker", "beam_control_read", "read_grpc_client_inputs"
 
 def _is_beams_report(args, watch: _Watch) -> bool:
     """Whether a thread's uncaught exception is Beam's report of a worker's death, which the run's
-    one line names: waited for (up to 2 s) when the exception came before the exit status."""
+    one line names, raised in one of the run's own Beam threads (:meth:`_Watch.owns`): waited for (up
+    to 2 s) when the exception came before the exit status."""
     exc, thread = args.exc_value, args.thread
-    if thread is None or thread.name not in _WORKERS_THREADS:
+    if thread is None or not watch.owns(thread):
         return False
     if not (isinstance(exc, RuntimeError) and str(exc).startswith(_BEAMS_WORDS)
             or type(exc).__module__.startswith("grpc")):
@@ -278,14 +291,89 @@ _BEAMS_LOGS = (("apache_beam.runners.worker.data_plane", "Failed to read inputs 
 
 
 class _DeathLogs(logging.Filter):
-    """Drops Beam's log records of a worker's death that the run's one line names."""
+    """Drops Beam's log records of a worker's death that the run's one line names: while the run is on,
+    any; once it has ended, those of its Beam stream threads still alive then (:attr:`_Watch.late`)."""
 
     def __init__(self, watch: _Watch, message: str):
         super().__init__()
         self.watch, self.message = watch, message
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return self.watch.over or not (str(record.msg).startswith(self.message) and settle(self.watch) is not None)
+        watch = self.watch
+        if watch.released.is_set() or not str(record.msg).startswith(self.message):
+            return True
+        if watch.late is not None and record.thread not in watch.late_idents:
+            return True
+        return settle(watch) is None
+
+
+#: the watches whose Beam reports the thread exception hook drops (:func:`_claim`): the runs in progress, and
+#: the ended runs a death failed until their own Beam stream threads have ended
+_CLAIMS: list = []
+_HOOK_LOCK = threading.Lock()
+_hook = None  # the hook installed for them (its ``below``: the hook it replaced), or None
+
+
+def _claim(watch: _Watch) -> None:
+    """The thread exception hook drops ``watch``'s Beam reports (:func:`_is_beams_report`) until
+    :func:`_unclaim`; one hook for all the claims, so that runs whose ends overlap remove it in any order."""
+    global _hook
+    with _HOOK_LOCK:
+        _CLAIMS.append(watch)
+        if _hook is None or threading.excepthook is not _hook:  # a hook installed over ours since: one more above it
+            below = threading.excepthook
+
+            def hook(args):
+                with _HOOK_LOCK:
+                    claims = list(_CLAIMS)
+                if not any(_is_beams_report(args, w) for w in claims):
+                    below(args)
+
+            hook.below = below
+            _hook = threading.excepthook = hook
+
+
+def _unclaim(watch: _Watch) -> None:
+    """The end of :func:`_claim`: with the last claim gone, the hook it replaced is back (unless another hook
+    was installed over ours since: ours stays under it, passing all on)."""
+    global _hook
+    with _HOOK_LOCK:
+        if watch in _CLAIMS:
+            _CLAIMS.remove(watch)
+        if not _CLAIMS and _hook is not None:
+            if threading.excepthook is _hook:
+                threading.excepthook = _hook.below
+            _hook = None
+
+
+def _release(watch: _Watch, filters: list) -> None:
+    """What the run of ``watch`` installed goes: its log filters and its claim on the thread exception hook."""
+    try:
+        for logger, f in filters:
+            logger.removeFilter(f)
+        _unclaim(watch)
+    finally:
+        watch.released.set()
+
+
+def _release_when_ended(watch: _Watch, filters: list) -> None:
+    """A thread's: waits for the run's Beam stream threads still alive at its end (:attr:`_Watch.late`) to end
+    (their reports, which come before, dropped), however long they take, then releases the run's hook and filters."""
+    for t in watch.late:
+        t.join()
+    _release(watch, filters)
+
+
+def wait_for_late_reports(timeout: Optional[float] = None) -> bool:
+    """Wait until every ended run a death failed has seen its Beam stream threads end and what it installed
+    is gone; ``False`` when ``timeout`` seconds passed first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _HOOK_LOCK:
+        ended = [w for w in _CLAIMS if w.late is not None]
+    for w in ended:
+        if not w.released.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+            return False
+    return True
 
 
 @contextmanager
@@ -309,55 +397,47 @@ def watching() -> Iterator[_Watch]:
             previous_handler = signal.signal(signal.SIGCHLD, on_child)
         except (ValueError, OSError):
             watch.main = False
-    previous_hook = threading.excepthook
-
-    def hook(args):
-        if watch.over or not _is_beams_report(args, watch):
-            previous_hook(args)
-
-    threading.excepthook = hook
+    _claim(watch)
     filters = [(logging.getLogger(name), _DeathLogs(watch, message)) for name, message in _BEAMS_LOGS]
     for logger, f in filters:
         logger.addFilter(f)
-    threads_before = {t.ident for t in threading.enumerate()}
     with _LOCK:
         _ACTIVE.append(watch)
     try:
         yield watch
     finally:
-        watch.done.set()  # the state checks end
-        if watch.checks is not None:
-            watch.checks.join(1.0)
-            _look(watch, resumes_only=True)  # a worker resumed since the last look is said to have
-        with _LOCK:
-            _ACTIVE.remove(watch)
-        if watch.main:
-            watch.raised = True  # a late signal raises nothing outside the block
-            try:
-                signal.signal(signal.SIGCHLD, previous_handler if previous_handler is not None else signal.SIG_DFL)
-            except (ValueError, OSError):
-                pass
         try:
-            if watch.death is not None:  # the dead and the ended workers' broken streams are reported by Beam's threads
-                _wait_for_reports(threads_before)
+            watch.done.set()  # the state checks end
+            if watch.checks is not None:
+                watch.checks.join(1.0)
+                _look(watch, resumes_only=True)  # a worker resumed since the last look is said to have
         finally:
-            # whatever the run installed goes with it, however it ended (trial40b B4: after a death the filters and
-            # the hook stayed for the process's life, dropping a later run's real reports, a layer a failed run)
-            watch.over = True
-            for logger, f in filters:
-                logger.removeFilter(f)
-            if threading.excepthook is hook:  # else another hook was installed over ours: ours stays, passing all on
-                threading.excepthook = previous_hook
-
-
-def _wait_for_reports(threads_before: set) -> None:
-    """Wait up to :data:`REPORTS_WAIT` seconds for Beam's threads of the workers' streams started during
-    the run (not in ``threads_before``) to end: what they report of a death the run's one line names
-    comes before the run's filters go."""
-    deadline = time.monotonic() + REPORTS_WAIT
-    for t in threading.enumerate():
-        if t.name in _WORKERS_THREADS and t.ident not in threads_before and t is not threading.current_thread():
-            t.join(max(0.0, deadline - time.monotonic()))
+            with _LOCK:
+                _ACTIVE.remove(watch)
+            if watch.main:
+                watch.raised = True  # a late signal raises nothing outside the block
+                try:
+                    signal.signal(signal.SIGCHLD, previous_handler if previous_handler is not None else signal.SIG_DFL)
+                except (ValueError, OSError):
+                    pass
+        # whatever the run installed goes with it, however it ended (trial40b B4: after a death the filters and the
+        # hook stayed for the process's life, dropping a later run's real reports, a layer a failed run). After a
+        # death, the dead and the ended workers' broken streams are reported by Beam's threads of the run, as late as
+        # they come (flake45: a fixed wait of 2 s for them was exceeded under load, and the traceback printed): the
+        # hook and filters stay, dropping those threads' reports only, until they have all ended
+        late = frozenset(t for t in threading.enumerate() if watch.owns(t) and t is not threading.current_thread()) \
+            if watch.death is not None else frozenset()
+        watch.late_idents = frozenset(t.ident for t in late)
+        watch.late = late
+        if not late:
+            _release(watch, filters)
+        else:
+            try:
+                threading.Thread(target=_release_when_ended, args=(watch, filters), daemon=True,
+                                 name="fair_forge_beam-late-reports").start()
+            except BaseException:
+                _release(watch, filters)
+                raise
 
 
 def settle(watch: _Watch, seconds: float = 2.0) -> Optional[str]:
