@@ -401,6 +401,23 @@ def test_percentile_interval_sizes(n, alpha):
 _tricky = st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, float("nan"), float("inf"), float("-inf"), 1e-300])
 
 
+def _partition_oracle(row: np.ndarray, alpha: float) -> tuple[float, float]:
+    """The reference every selection path of percentile_interval(s) is held to, written out here
+    (independent of the library's code): one two-point ``numpy.partition`` of the row, the next
+    order statistic as the smallest value after each point, type-7 interpolation."""
+    n = row.size
+    pos = (alpha * (n - 1), (1.0 - alpha) * (n - 1))
+    ks = [min(int(np.floor(p)), n - 1) for p in pos]
+    part = np.partition(row, sorted(set(ks)))
+    out = []
+    for p, k in zip(pos, ks):
+        t = p - k
+        a = float(part[k])
+        b = float(part[k + 1:].min()) if k + 1 < n else a
+        out.append(a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t))
+    return out[0], out[1]
+
+
 @given(
     rows=st.integers(min_value=1, max_value=3).flatmap(lambda r: st.integers(min_value=1, max_value=60).flatmap(
         lambda n: st.lists(st.lists(st.one_of(_tricky, st.floats(min_value=-3, max_value=3)), min_size=n, max_size=n),
@@ -408,17 +425,68 @@ _tricky = st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, float("nan"), float("inf")
     alpha=st.sampled_from([0.0, 0.025, 0.05, 0.25, 0.5]),
 )
 def test_sorted_order_statistics_equal_the_partition_bit_for_bit(rows, alpha):
-    """The sort path of percentile_interval / percentile_intervals gives the partition's bits,
-    signed zeros, NaN and infinities included (repr compares -0.0 and 0.0 apart)."""
-    # the oracle: the partition algorithm (the one before the sort path; the library keeps it as
-    # the fallback for zeros and NaN), called on its own
-    from fair_forge_beam.statistical.base import _percentile_interval_partition, percentile_intervals
+    """percentile_interval / percentile_intervals give the partition's bits, signed zeros, NaN and
+    infinities included (repr compares -0.0 and 0.0 apart)."""
+    from fair_forge_beam.statistical.base import percentile_intervals
 
     arr = np.array(rows, dtype=np.float64)
-    want = [_percentile_interval_partition(row.copy(), alpha) for row in arr]
+    want = [_partition_oracle(row.copy(), alpha) for row in arr]
     assert [repr(percentile_interval(row.copy(), alpha)) for row in arr] == [repr(w) for w in want]
     lo, hi = percentile_intervals(arr.copy(), alpha)
     assert [repr((float(a), float(b))) for a, b in zip(lo, hi)] == [repr(w) for w in want]
+
+
+def _replicate_batches(seed: int, count: int, rows: int = 6, n: int = 5000):
+    """Batches shaped like the within-session bootstrap's (``rows`` sessions × ``n`` replicates):
+    Dirichlet-weighted means of a few scores, clipped to their range (ties at the ends), some rows
+    constant, some with signed zeros, NaN or infinities planted among the draws."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        out = np.empty((rows, n))
+        for j in range(rows):
+            m = int(rng.integers(3, 9))
+            scores = rng.choice([rng.random(m), rng.integers(-1, 2, m).astype(float), np.zeros(m)], p=[0.7, 0.2, 0.1])
+            w = rng.standard_exponential((m, n))
+            out[j] = np.clip((scores[:, None] * w).sum(axis=0) / w.sum(axis=0), scores.min(), scores.max())
+            if rng.random() < 0.05:  # plant awkward values where the order statistics fall (a few batches)
+                idx = rng.integers(0, n, int(rng.integers(1, 400)))
+                out[j, idx] = rng.choice([0.0, -0.0, np.nan, np.inf, -np.inf, 1e-300], idx.size)
+        yield out
+
+
+@pytest.mark.parametrize("alpha", [0.025, 0.05, 0.005, 0.25])
+def test_percentile_intervals_of_replicate_batches_equal_the_partition_bit_for_bit(alpha):
+    """The within-session bootstrap's batches (6 × 5,000): every row's interval, from the batched
+    call and from the one-sample call, has the bits of the two-point partition of that row alone."""
+    from fair_forge_beam.statistical.base import percentile_intervals
+
+    for batch in _replicate_batches(int(alpha * 1e4), 40):
+        want = [_partition_oracle(row.copy(), alpha) for row in batch]
+        lo, hi = percentile_intervals(batch, alpha)
+        assert [repr((float(a), float(b))) for a, b in zip(lo, hi)] == [repr(w) for w in want]
+        assert [repr(percentile_interval(row, alpha)) for row in batch] == [repr(w) for w in want]
+
+
+def test_percentile_intervals_select_with_one_partition(monkeypatch):
+    """One selection path: a single two-point ``numpy.partition`` per call, rows or one sample (two
+    one-point partitions, the path that replaced it for a while, cost 109-135 against 70-76 µs per
+    5,000 replicates on this project's machine: docs/performance.md, bayes45)."""
+    from fair_forge_beam.statistical import base
+
+    calls = []
+    real = np.partition
+
+    def counting(a, kth, *args, **kw):
+        calls.append(np.atleast_1d(kth).size)
+        return real(a, kth, *args, **kw)
+
+    monkeypatch.setattr(base.np, "partition", counting)
+    batch = next(_replicate_batches(7, 1))
+    base.percentile_intervals(batch, 0.025)
+    assert calls == [2]
+    calls.clear()
+    base.percentile_interval(batch[0], 0.025)
+    assert calls == [2]
 
 
 def test_summarize_uses_percentile_interval():
