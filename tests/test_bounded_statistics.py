@@ -7,6 +7,7 @@ session far longer than the draws.
 """
 from __future__ import annotations
 
+import copy
 import tracemalloc
 
 import numpy as np
@@ -131,20 +132,21 @@ CHURN = """
     from fair_forge_beam.statistical import combiners, group_fairness
     from fair_forge_beam.statistical.bayesian import BayesianMode
     rng = np.random.default_rng(3)
-    answers = [(f"e{i}", bool(i % 7 == 0), (i % 5, 5 + i % 3), None if i % 4 == 0 else float(rng.uniform(-1, 1)))
-               for i in range(96)]
+    sentiments = [None if i % 4 == 0 else float(rng.uniform(-1, 1)) for i in range(96)]
+    def answers(r):  # other answers in every call: each is drawn (the thread's recent draws are never reused)
+        return [(f"e{r}-{i}", bool(i % 7 == 0), (i % 5, 5 + i % 3), s) for i, s in enumerate(sentiments)]
     mode = BayesianMode(mc_samples=5000, rng_seed=2)
     sessions = [(rng.random((n, 1)), [None] * n, list(range(n))) for n in rng.integers(3, 7, 128).tolist()]
     def faults():
         return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(2):  # the rows cached, the code and the heap warm
-        group_fairness._draw_into({}, answers, 1, "t|asb", 5000, 0)
+    for r in range(3):  # the rows cached, the code and the heap warm (the recent draws' store full)
+        group_fairness._draw_into({}, answers(r), 1, "t|asb", 5000, 0)
         combiners.session_mean_estimates_many(sessions, mode, "t|within-session")
     before = faults()
-    group_fairness._draw_into({}, answers, 1, "t|asb", 5000, 0)
+    group_fairness._draw_into({}, answers(3), 1, "t|asb", 5000, 0)
     mid = faults()
     combiners.session_mean_estimates_many(sessions, mode, "t|within-session")
-    print(tuned, (mid - before) / len(answers), (faults() - mid) / len(sessions))
+    print(tuned, (mid - before) / len(sentiments), (faults() - mid) / len(sessions))
 """
 
 
@@ -182,3 +184,116 @@ def test_asb_sums_are_the_same_bits_in_chunks_of_any_size(monkeypatch, rows):
     got: dict = {}
     assert group_fairness._draw_into(got, answers, 9, "t|asb", 300, 0) == bound
     assert sorted(got) == sorted(want) and all(got[g].tobytes() == want[g].tobytes() for g in want)
+
+
+def _asb_answers(rng, n, prefix="e"):
+    return [(f"{prefix}{i}", bool(rng.random() < 0.3), tuple(sorted({int(g) for g in rng.integers(0, 4, rng.integers(1, 3))})),
+             None if rng.random() < 0.3 else float(rng.uniform(-1, 1))) for i in range(n)]
+
+
+def _counting_rows(monkeypatch):
+    """Counts the answers whose keyed rows group_fairness draws."""
+    from fair_forge_beam.statistical import group_fairness
+
+    drawn = []
+    real = group_fairness.exponential_rows
+    monkeypatch.setattr(group_fairness, "exponential_rows", lambda seed, ns, units, n: drawn.extend(units) or real(seed, ns, units, n))
+    return drawn
+
+
+def test_asb_draws_of_the_same_answers_again_are_added_not_drawn(monkeypatch):
+    """bayes45: the same answers drawn by one of the thread's last two draws (the slices one set of cells
+    feeds merge the same answers one after the other) are added from the kept sums, not drawn again: the
+    bits and the bound of drawing them, into an empty or a filled ``gamma``; the kept sums never change."""
+    from fair_forge_beam.statistical import group_fairness
+
+    rng = np.random.default_rng(45)
+    a, b, c = _asb_answers(rng, 40, "a"), _asb_answers(rng, 30, "b"), _asb_answers(rng, 20, "c")
+    drawn = _counting_rows(monkeypatch)
+
+    def fresh(items, into=None, bound=0):
+        g = {k: v.copy() for k, v in (into or {}).items()}
+        return g, group_fairness._draw_rows(g, items, 9, "t|asb", 300, bound)
+
+    start, start_bound = fresh(c)
+    for into, bound in (({}, 0), (start, start_bound), ({}, 0), (start, start_bound)):
+        for items in (a, b, a, b):  # each one of the last two draws when it comes again
+            want, want_bound = fresh(items, into, bound)
+            del drawn[:]
+            got = {k: v.copy() for k, v in into.items()}
+            assert group_fairness._draw_into(got, items, 9, "t|asb", 300, bound) == want_bound
+            assert sorted(got) == sorted(want) and all(got[g].tobytes() == want[g].tobytes() for g in want)
+            for arr in got.values():  # the caller's arrays are its own: the kept sums stay as drawn
+                arr += 7
+    del drawn[:]
+    group_fairness._draw_into({}, a, 9, "t|asb", 300, 0)
+    group_fairness._draw_into({}, b, 9, "t|asb", 300, 0)
+    assert drawn == []  # both kept
+    group_fairness._draw_into({}, a, 9, "t|asb", 301, 0)  # another B, seed or namespace: drawn
+    group_fairness._draw_into({}, a, 8, "t|asb", 300, 0)
+    group_fairness._draw_into({}, a, 9, "u|asb", 300, 0)
+    group_fairness._draw_into({}, a[1:], 9, "u|asb", 300, 0)
+    assert len(drawn) == 4 * len(a) - 1
+
+
+def test_asb_kept_draws_raise_the_overflow_error_as_drawing_does():
+    from fair_forge_beam.statistical import group_fairness
+
+    items = _asb_answers(np.random.default_rng(2), 10)
+    bound = group_fairness._draw_into({}, items, 9, "t|asb", 300, 0)
+    for start in (group_fairness._INT64_LIMIT - bound, group_fairness._INT64_LIMIT - 1):
+        with pytest.raises(ValueError, match="would overflow int64"):
+            group_fairness._draw_rows({}, items, 9, "t|asb", 300, start)
+        with pytest.raises(ValueError, match="would overflow int64"):
+            group_fairness._draw_into({}, items, 9, "t|asb", 300, start)  # kept: not drawn
+    assert group_fairness._draw_into({}, items, 9, "t|asb", 300, group_fairness._INT64_LIMIT - bound - 1) == group_fairness._INT64_LIMIT - 1
+
+
+def test_asb_draws_kept_only_below_their_bytes(monkeypatch):
+    from fair_forge_beam.statistical import group_fairness
+
+    items = _asb_answers(np.random.default_rng(3), 10)
+    drawn = _counting_rows(monkeypatch)
+    monkeypatch.setattr(group_fairness, "RECENT_DRAWS_BYTES", 4 * 300 * 8)  # one group's sums
+    group_fairness._draw_into({}, items, 9, "t|asb", 300, 0)
+    group_fairness._draw_into({}, items, 9, "t|asb", 300, 0)
+    assert len(drawn) == 2 * len(items)  # more than one group: never kept
+    assert not any(key[3] == tuple(items) for key in group_fairness._RECENT.draws)
+
+
+def test_slices_fed_by_the_same_cells_draw_each_answer_once(monkeypatch):
+    """bayes45 (issue 26: Bayesian at most 1.2x frequentist): ``overall`` and ``language=…`` of a run in one
+    language merge the same cell accumulators in the same order (``CombineSlices``); every answer was drawn
+    once per slice (a 20k audit: 7,389 rows for 2,463 answers). Now the second slice adds the first's sums:
+    each answer is drawn once, and both slices hold the statistics of drawing every answer eagerly."""
+    from fair_forge_beam.statistical import group_fairness
+    from fair_forge_beam.statistical.bayesian import BayesianMode
+
+    mode = BayesianMode(mc_samples=400, rng_seed=5)  # pending_limit 50
+    fn = group_fairness.GroupFairnessCombineFn(["g0", "g1", "g2", "g3"], mode, "t|asb")
+    rng = np.random.default_rng(8)
+    cells = []
+    for c in range(5):
+        acc = fn.create_accumulator()
+        for item in _asb_answers(rng, 40, f"c{c}-"):
+            acc = fn.add_input(acc, item)
+        cells.append(acc)
+    eager = group_fairness.GroupFairnessStats(4, 400)
+    for cell in cells:
+        for eid, flagged, gs, s in cell.pending:
+            eager.add(eid, flagged, gs, s, mode.seed, "t|asb")
+            eager._draw()
+    drawn = _counting_rows(monkeypatch)
+    slices = []
+    for _ in range(2):  # overall, language=…
+        acc = fn.create_accumulator()
+        for cell in cells:
+            acc = fn.merge_accumulators([acc, cell])
+        slices.append(acc)
+    assert len(drawn) == len(set(drawn)) == 160  # 4 cells drawn (the last one's 40 answers still pending)
+    for acc in slices:
+        assert acc == eager  # the counts and every group's sums, the pending answers drawn into a copy
+        whole = copy.copy(acc)
+        whole._draw()
+        assert whole.bound == eager.bound and whole._gamma.keys() == eager._gamma.keys()
+        assert all(whole._gamma[g].tobytes() == eager._gamma[g].tobytes() for g in eager._gamma)
