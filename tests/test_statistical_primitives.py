@@ -406,16 +406,11 @@ def _partition_oracle(row: np.ndarray, alpha: float) -> tuple[float, float]:
     (independent of the library's code): one two-point ``numpy.partition`` of the row, the next
     order statistic as the smallest value after each point, type-7 interpolation."""
     n = row.size
-    pos = (alpha * (n - 1), (1.0 - alpha) * (n - 1))
+    pos = [alpha * (n - 1), (1.0 - alpha) * (n - 1)]
     ks = [min(int(np.floor(p)), n - 1) for p in pos]
     part = np.partition(row, sorted(set(ks)))
-    out = []
-    for p, k in zip(pos, ks):
-        t = p - k
-        a = float(part[k])
-        b = float(part[k + 1:].min()) if k + 1 < n else a
-        out.append(a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t))
-    return out[0], out[1]
+    ends = [(float(part[k]), float(part[k + 1:].min() if k + 1 < n else part[k]), p - k) for p, k in zip(pos, ks)]
+    return tuple(a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t) for a, b, t in ends)
 
 
 @given(
