@@ -12,10 +12,11 @@ with the four statistical primitives of the mode (spec §4):
   with ``γ_i ~ Exp(1)`` (B = ``mc_samples`` draws) keyed by ``(seed, element_id)`` (Rubin 1981
   Bayesian bootstrap, DESIGN §4); exact fixed-point integer sums, so merge order never changes a
   bit (weights and sentiments on a 2⁻¹⁶ fixed-point grid). Cost: B draws per answer that
-  mentions a group, per slice it belongs to; size ``4·B`` int64 per group seen (160 kB per group
-  at B = 5000) once a slice holds more than ``B // 8`` such answers — below that the answers
-  themselves, drawn at the estimate (:class:`GroupFairnessStats`), so memory grows with the
-  answers, not with draws × slices.
+  mentions a group, per slice it belongs to (slices that merge the same answers one after the
+  other, such as ``overall`` and a run's one ``language``, draw them once: :func:`_draw_into`);
+  size ``4·B`` int64 per group seen (160 kB per group at B = 5000) once a slice holds more than
+  ``B // 8`` such answers — below that the answers themselves, drawn at the estimate
+  (:class:`GroupFairnessStats`), so memory grows with the answers, not with draws × slices.
 
 One estimand per statistic, shared by both modes (issue 19): the frequentist value is the
 plug-in estimate of the quantity whose posterior the Bayesian mode summarises
