@@ -1,6 +1,7 @@
 """The package's one reader of Linux's ``/proc/PID/stat`` (issue 29): a process's state letter,
-parent, process group and CPU seconds (:func:`stat`; :func:`processes`: all of them), the processes below one
-(:func:`descendants`), and whether one is alive (:func:`alive`: a zombie is not).
+parent, process group, CPU seconds and flags (:func:`stat`; :func:`processes`: all of them), the processes below one
+(:func:`descendants`), whether one is alive (:func:`alive`: a zombie is not), and whether one has ended or
+begun to (:func:`ending`: its exit under way, :data:`PF_EXITING`).
 
 The second field of the file is the command's name in parentheses, and a process may name itself
 anything of up to 15 bytes (``prctl(PR_SET_NAME)``, ``/proc/self/comm``), ``)``, ``(``, spaces and
@@ -15,11 +16,18 @@ from __future__ import annotations
 import os
 from typing import Iterator, NamedTuple, Optional
 
-__all__ = ["Stat", "parse", "stat", "processes", "descendants", "alive", "ENDED", "TICKS"]
+__all__ = ["Stat", "parse", "stat", "processes", "descendants", "alive", "ending", "ENDED", "PF_EXITING", "TICKS"]
 
 #: the state letters of a process that has ended: ``Z`` a zombie (not yet reaped by its parent;
 #: where the system's first process does not reap orphans, as on this machine, for good), ``X`` dead
 ENDED = "ZX"
+
+#: the flag (``include/linux/sched.h``) the kernel sets on a task as its exit begins (``do_exit`` → ``exit_signals``),
+#: before it closes the task's files (``exit_files``: a killed process's sockets, whose peers then see their
+#: streams break) and long before the task is a zombie (``exit_notify``); a zombie keeps it. Of a process of
+#: several threads, its first thread's (the one ``/proc/PID/stat`` shows): their shared files close only when
+#: the last thread exits, after the first has set it or become a zombie (flake45b)
+PF_EXITING = 0x4
 
 try:
     #: clock ticks a second, the unit of the CPU times in ``/proc/PID/stat``
@@ -36,11 +44,23 @@ class Stat(NamedTuple):
     pgid: int  #: the process group's id
     cpu_seconds: float  #: user + system CPU time of the process itself (``utime + stime``)
     children_cpu_seconds: float  #: ... of the children it waited for (``cutime + cstime``)
+    flags: int = 0  #: the kernel's flags of the task (``PF_*``, field 9), e.g. :data:`PF_EXITING`
 
     @property
     def ended(self) -> bool:
         """A zombie or dead (:data:`ENDED`): it runs no more and takes no signal."""
         return self.state in ENDED
+
+    @property
+    def exiting(self) -> bool:
+        """Its exit has begun (:data:`PF_EXITING`), whatever its state letter still says (``R``, ``S``,
+        ``D``): its files, sockets included, are being or have been closed; a zombie is exiting too."""
+        return bool(self.flags & PF_EXITING)
+
+    @property
+    def ending(self) -> bool:
+        """It has ended or its exit has begun (:attr:`ended` or :attr:`exiting`): what it did, it does no more."""
+        return self.ended or self.exiting
 
 
 def parse(data: bytes) -> Optional[Stat]:
@@ -49,7 +69,8 @@ def parse(data: bytes) -> Optional[Stat]:
     fields = data[end + 1:].split() if end >= 0 else []
     try:
         return Stat(fields[0].decode("ascii"), int(fields[1]), int(fields[2]),
-                    (int(fields[11]) + int(fields[12])) / TICKS, (int(fields[13]) + int(fields[14])) / TICKS)
+                    (int(fields[11]) + int(fields[12])) / TICKS, (int(fields[13]) + int(fields[14])) / TICKS,
+                    int(fields[6]))
     except (IndexError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
 
@@ -98,6 +119,21 @@ def alive(pid: int) -> bool:
     st = stat(pid)
     if st is not None:
         return not st.ended
+    return _exists(pid)
+
+
+def ending(pid: int) -> bool:
+    """Whether process ``pid`` has ended or begun to (:attr:`Stat.ending`): ``True`` when it is gone, a
+    zombie, or exiting (:data:`PF_EXITING`: set before the kernel closes its sockets, so that whoever sees
+    one of them close sees it ending). Where ``/proc`` cannot tell, whether it is gone (as :func:`alive`)."""
+    st = stat(pid)
+    if st is not None:
+        return st.ending
+    return not _exists(pid)
+
+
+def _exists(pid: int) -> bool:
+    """Whether process ``pid`` exists, asked by ``os.kill(pid, 0)``: another user's process does."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

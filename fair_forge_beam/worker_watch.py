@@ -137,10 +137,13 @@ class _Watch:
         return thread not in self.before if late is None else thread in late
 
     def unexpected_end(self, proc) -> bool:
-        """Whether ``proc`` ended, or is ending, as no worker of a running job should."""
+        """Whether ``proc`` ended, or is ending, as no worker of a running job should. Not yet waited for, a
+        worker whose exit has begun (:func:`fair_forge_beam.procfs.ending`: ``PF_EXITING``, set before the kernel
+        closes its sockets) counts: Beam's threads that read its streams report their break before it is a zombie
+        (flake45b: a SIGKILLed worker's tracebacks printed above the one line, :func:`settle` saw it alive)."""
         code = proc.returncode
         if code is None:
-            return not procfs.alive(proc.pid)
+            return procfs.ending(proc.pid)
         return bool(code) or not self.asked_to_end(proc)
 
 
@@ -442,12 +445,13 @@ def watching() -> Iterator[_Watch]:
 
 def settle(watch: _Watch, seconds: float = 2.0) -> Optional[str]:
     """The watch's first death, waiting up to ``seconds`` for one still being reported (the job's own
-    error can come a moment before the worker's exit status)."""
+    error, and Beam's threads' reports of a dying worker's broken streams, can come a moment before the
+    worker's exit status): while a worker has ended or is ending unreported (:meth:`_Watch.unexpected_end`)."""
     deadline = time.monotonic() + seconds
     while watch.death is None and time.monotonic() < deadline:
         with watch.lock:
             workers = list(watch.workers)
         if not any(watch.unexpected_end(p) for p in workers):
-            return None  # no worker ended unreported (or none but as Beam asked): the job failed for another reason
+            return None  # none ended or is ending unreported (but as Beam asked): the job failed for another reason
         time.sleep(0.05)
     return watch.death

@@ -53,8 +53,11 @@ def named():
 def test_parse_reads_after_the_last_parenthesis():
     line = b"4242 (" + NAME + b") S 77 88 88 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 1 0 123 4096 10\n"
     st = procfs.parse(line)
-    assert st == procfs.Stat("S", 77, 88, 300 / procfs.TICKS, 10 / procfs.TICKS) and not st.ended
+    assert st == procfs.Stat("S", 77, 88, 300 / procfs.TICKS, 10 / procfs.TICKS, 4194560) and not st.ended
     assert procfs.parse(line.replace(b") S 77", b") Z 77")).ended
+    assert not st.exiting and not st.ending
+    exiting = procfs.parse(line.replace(b" 4194560 ", b" 4194564 "))  # PF_EXITING: its exit has begun, still S
+    assert exiting.exiting and exiting.ending and not exiting.ended and exiting.state == "S"
     for broken in (b"", b"4242 (sh", b"4242 (sh) S 77", line.replace(b" 88 88", b" x 88")):
         assert procfs.parse(broken) is None, broken
 
@@ -94,6 +97,24 @@ def test_a_zombie_has_ended(named):
     assert proc.pid in procfs.descendants()  # a zombie is still a child (console ends and reaps it)
     assert not console._running(proc.pid)  # reaped here
     assert procfs.stat(proc.pid) is None and proc.pid not in procfs.descendants()
+
+
+def test_a_running_process_is_not_exiting_and_its_zombie_is(named):
+    """flake45b: ``PF_EXITING`` (field 9's 0x4), set by the kernel as a process's exit begins, before it closes
+    its files (a killed SDK worker's sockets); read here on real processes: clear while a child runs, set on
+    its zombie (the kernel leaves it), and :func:`procfs.ending` says so by the pid as it does of a gone one."""
+    proc = named(b"running", start_new_session=True)
+    st = procfs.stat(proc.pid)
+    assert st.state in "SR" and st.flags and not st.exiting and not st.ending, st  # a user process has flags
+    assert not procfs.ending(proc.pid) and procfs.alive(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while (st := procfs.stat(proc.pid)) is not None and st.state != "Z" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert st.state == "Z" and st.flags & procfs.PF_EXITING and st.exiting and st.ending, st
+    assert procfs.ending(proc.pid) and not procfs.alive(proc.pid)
+    proc.wait()
+    assert procfs.stat(proc.pid) is None and procfs.ending(proc.pid)
 
 
 def test_a_vanished_pid():

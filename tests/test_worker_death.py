@@ -629,6 +629,134 @@ def test_a_dead_workers_stream_threads_reporting_after_the_run_print_nothing(mon
     assert hooked[1:] == [("read_grpc_client_inputs", "a later run's real failure")]
 
 
+def _exiting(pid: int):
+    """``procfs.stat`` as it reads a worker ``pid`` whose exit has begun (``PF_EXITING`` in field 9) while it
+    is not yet a zombie: the real ``/proc`` line of a live process, the flag set. ``looked``: the names of the
+    threads that read it so."""
+    real = procfs.stat
+    looked = []
+
+    def stat(p):
+        if p != pid:
+            return real(p)
+        import threading
+
+        looked.append(threading.current_thread().name)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        end = data.rfind(b")")
+        fields = data[end + 1:].split()
+        fields[6] = str(int(fields[6]) | 0x4).encode()  # PF_EXITING, as include/linux/sched.h has it
+        return procfs.parse(data[:end + 1] + b" " + b" ".join(fields))
+
+    return stat, looked
+
+
+def test_a_dying_workers_stream_threads_reporting_before_its_exit_status_print_nothing(monkeypatch):
+    """flake45b: a SIGKILLed worker's sockets close as the kernel begins its exit (``PF_EXITING`` set), before
+    it is a zombie, and Beam's threads that read its streams report their break in that gap; under load (2 of
+    48 CLI runs beside a CPU burner) its ``beam_control_read`` and ``read_grpc_client_inputs`` tracebacks and
+    the data plane's error printed above the one line: the watch's hook and filter asked ``settle()``, which
+    saw every worker alive and answered "no death" at once. Here a worker that is exiting, not yet waited
+    for: the two threads' reports (a gRPC error each, one after the data plane's error) wait for its exit
+    status, which comes after both have looked at it, and print nothing; the run fails; nothing stays."""
+    import logging
+    import threading
+
+    from fair_forge_beam import worker_watch
+    from fair_forge_beam.worker_watch import watching, worker_ended, worker_started
+
+    hooked = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: hooked.append((args.thread.name, str(args.exc_value))))
+    before = _installed()
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append((record.threadName, record.getMessage()))
+
+    data_plane = logging.getLogger("apache_beam.runners.worker.data_plane")
+    handler = Keep(logging.ERROR)
+    data_plane.addHandler(handler)
+    rpc_error = type("RpcError", (Exception,), {"__module__": "grpc"})
+
+    def broken_stream(log_first):  # as Beam's readers of a dying worker's streams
+        try:
+            raise rpc_error("Socket closed")
+        except rpc_error:
+            if log_first:
+                data_plane.exception("Failed to read inputs in the data plane.")
+            raise
+
+    sleeper = subprocess.Popen(["sleep", "30"])  # the worker: alive, its exit begun (as procfs.stat reads it)
+    stat, looked = _exiting(sleeper.pid)
+    monkeypatch.setattr(procfs, "stat", stat)
+    names = ("beam_control_read", "read_grpc_client_inputs")
+    threads = []
+    try:
+        with pytest.raises(RuntimeError):
+            with watching():
+                worker = _FakeWorker(sleeper.pid)
+                worker_started(worker)
+                for name in names:
+                    threads.append(threading.Thread(target=broken_stream, args=(name == names[1],), name=name,
+                                                    daemon=True))
+                    threads[-1].start()
+                deadline = time.monotonic() + 30
+                while not set(names) <= set(looked) and time.monotonic() < deadline:  # both asked of the worker
+                    time.sleep(0.01)
+                assert set(names) <= set(looked), looked
+                worker.returncode = -9  # its exit status, as Beam's run_worker thread waits for it
+                worker_ended(worker, -9)
+                raise RuntimeError("the job failed")  # as Beam's job does (or WorkerDied, from SIGCHLD, first)
+        for t in threads:
+            t.join(30)
+    finally:
+        data_plane.removeHandler(handler)
+        sleeper.kill()
+        sleeper.wait()
+    assert (hooked, records) == ([], [])
+    assert worker_watch.wait_for_late_reports(30)
+    assert _installed() == before
+
+
+def test_settle_waits_for_the_exit_status_of_a_worker_whose_exit_has_begun(monkeypatch):
+    """flake45b: ``run_pipeline``'s ``except`` asks ``settle()`` whether the job's own error is a worker's death;
+    when the job failed as a worker's exit had begun (``PF_EXITING``), before its exit status, it answered
+    "no death" at once, and the run ended in Beam's traceback, not the one line. It waits for the status now."""
+    import threading
+
+    from fair_forge_beam.worker_watch import settle, watching, worker_ended, worker_started
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    stat, _ = _exiting(sleeper.pid)
+    monkeypatch.setattr(procfs, "stat", stat)
+    said = []
+
+    def run():  # not the main thread: the death raises no WorkerDied here, settle() alone says it
+        with watching() as watch:
+            worker = _FakeWorker(sleeper.pid)
+            worker_started(worker)
+
+            def status():
+                worker.returncode = -9
+                worker_ended(worker, -9)
+
+            timer = threading.Timer(0.5, status)
+            timer.start()
+            said.append(settle(watch))
+            timer.join()
+
+    try:
+        t = threading.Thread(target=run)
+        t.start()
+        t.join(30)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert said == [f"SDK worker 1 of 1 (pid {sleeper.pid}) was killed by signal 9 (SIGKILL: out of memory?)"]
+
+
 @pytest.mark.slow
 def test_two_runs_with_a_worker_exit_0_then_a_clean_one_leave_the_process_as_it_was(tmp_path, faults_import,
                                                                                       monkeypatch):
