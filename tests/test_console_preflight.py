@@ -109,9 +109,13 @@ def test_a_file_size_limit_stops_the_run_in_one_line(tmp_path):
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
 
+    # no bytecode written: under the limit, Python writes a module's .pyc cut at 8192 bytes into the checkout's
+    # __pycache__ (importlib ignores the short write), and every later import of it fails with "EOFError: marshal
+    # data too short" (flake45b: in a fresh worktree, 7 audits of 5 test modules failed after this test so)
     proc = subprocess.run([sys.executable, "-m", "pipelines.audit", "--input", str(HH), "--metrics", "humanity",
-                           "--output", str(out), f"--runner={FNAPI}"], cwd=tmp_path, env=_env(),
-                          preexec_fn=limit, capture_output=True, text=True, timeout=600)
+                           "--output", str(out), f"--runner={FNAPI}"], cwd=tmp_path,
+                          env=_env(PYTHONDONTWRITEBYTECODE="1"), preexec_fn=limit, capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
