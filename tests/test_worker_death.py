@@ -557,7 +557,32 @@ class _nothing:
         return False
 
 
-def test_a_dead_workers_stream_threads_reporting_after_the_run_print_nothing(monkeypatch):
+@pytest.fixture
+def reports(monkeypatch):
+    """What of Beam's reports reaches the user during a test: ``hooked``, the ``(thread name, exception)`` the thread
+    exception hook installed before the test sees; ``records``, the ``(thread name, message)`` of the error records
+    of Beam's data plane logger (``data_plane``); ``rpc_error``, an exception class of gRPC's module."""
+    import logging
+    import threading
+    import types
+
+    seen = types.SimpleNamespace(hooked=[], records=[],
+                                 data_plane=logging.getLogger("apache_beam.runners.worker.data_plane"),
+                                 rpc_error=type("RpcError", (Exception,), {"__module__": "grpc"}))
+    monkeypatch.setattr(threading, "excepthook",
+                        lambda args: seen.hooked.append((args.thread.name, str(args.exc_value))))
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.records.append((record.threadName, record.getMessage()))
+
+    handler = Keep(logging.ERROR)
+    seen.data_plane.addHandler(handler)
+    yield seen
+    seen.data_plane.removeHandler(handler)
+
+
+def test_a_dead_workers_stream_threads_reporting_after_the_run_print_nothing(reports):
     """flake45: after a run a death failed, the end waited a fixed 2 s (REPORTS_WAIT) for Beam's threads of
     the dead worker's streams, then removed the hook and filters: a thread that reported later (a loaded CI
     machine) printed its traceback and data-plane error under the one line (test_a_killed_worker_ends_the_
@@ -565,25 +590,13 @@ def test_a_dead_workers_stream_threads_reporting_after_the_run_print_nothing(mon
     lets them, after the run) are dropped however late they report, while a thread of the same name that is
     not the run's, reporting meanwhile, reaches the user; once the run's threads have ended, nothing is
     installed."""
-    import logging
     import threading
 
     from fair_forge_beam import worker_watch
     from fair_forge_beam.worker_watch import watching, worker_ended, worker_started
 
-    hooked = []
-    monkeypatch.setattr(threading, "excepthook", lambda args: hooked.append((args.thread.name, str(args.exc_value))))
+    hooked, records, data_plane, rpc_error = reports.hooked, reports.records, reports.data_plane, reports.rpc_error
     before = _installed()
-    records = []
-
-    class Keep(logging.Handler):
-        def emit(self, record):
-            records.append((record.threadName, record.getMessage()))
-
-    data_plane = logging.getLogger("apache_beam.runners.worker.data_plane")
-    handler = Keep(logging.ERROR)
-    data_plane.addHandler(handler)
-    rpc_error = type("RpcError", (Exception,), {"__module__": "grpc"})
     go = threading.Event()
 
     def broken_stream(why, wait=None):  # as Beam's reader of a dead worker's data stream: logs, then raises
@@ -618,7 +631,6 @@ def test_a_dead_workers_stream_threads_reporting_after_the_run_print_nothing(mon
             t.join(30)
     finally:
         go.set()
-        data_plane.removeHandler(handler)
         sleeper.kill()
         sleeper.wait()
     assert hooked == [("read_grpc_client_inputs", "not the run's")]
@@ -652,7 +664,7 @@ def _exiting(pid: int):
     return stat, looked
 
 
-def test_a_dying_workers_stream_threads_reporting_before_its_exit_status_print_nothing(monkeypatch):
+def test_a_dying_workers_stream_threads_reporting_before_its_exit_status_print_nothing(reports, monkeypatch):
     """flake45b: a SIGKILLed worker's sockets close as the kernel begins its exit (``PF_EXITING`` set), before
     it is a zombie, and Beam's threads that read its streams report their break in that gap; under load (2 of
     48 CLI runs beside a CPU burner) its ``beam_control_read`` and ``read_grpc_client_inputs`` tracebacks and
@@ -660,25 +672,13 @@ def test_a_dying_workers_stream_threads_reporting_before_its_exit_status_print_n
     saw every worker alive and answered "no death" at once. Here a worker that is exiting, not yet waited
     for: the two threads' reports (a gRPC error each, one after the data plane's error) wait for its exit
     status, which comes after both have looked at it, and print nothing; the run fails; nothing stays."""
-    import logging
     import threading
 
     from fair_forge_beam import worker_watch
     from fair_forge_beam.worker_watch import watching, worker_ended, worker_started
 
-    hooked = []
-    monkeypatch.setattr(threading, "excepthook", lambda args: hooked.append((args.thread.name, str(args.exc_value))))
+    hooked, records, data_plane, rpc_error = reports.hooked, reports.records, reports.data_plane, reports.rpc_error
     before = _installed()
-    records = []
-
-    class Keep(logging.Handler):
-        def emit(self, record):
-            records.append((record.threadName, record.getMessage()))
-
-    data_plane = logging.getLogger("apache_beam.runners.worker.data_plane")
-    handler = Keep(logging.ERROR)
-    data_plane.addHandler(handler)
-    rpc_error = type("RpcError", (Exception,), {"__module__": "grpc"})
 
     def broken_stream(log_first):  # as Beam's readers of a dying worker's streams
         try:
@@ -712,7 +712,6 @@ def test_a_dying_workers_stream_threads_reporting_before_its_exit_status_print_n
         for t in threads:
             t.join(30)
     finally:
-        data_plane.removeHandler(handler)
         sleeper.kill()
         sleeper.wait()
     assert (hooked, records) == ([], [])
