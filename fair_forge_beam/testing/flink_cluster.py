@@ -131,9 +131,8 @@ class FlinkCluster(OwnedGroups):
     What is left of ``tm_memory`` after these, the JVM's metaspace and overhead and Flink's
     framework memory is the task heap: about 1 GB with the defaults. Both are sized for Beam's
     data plane, not for the data: Beam's runner side queues up to 100 data messages per stream
-    from a Python SDK worker (about 1 MB each since the package's worker plugin,
-    :mod:`fair_forge_beam.worker_plugin`; 10 MiB with Beam's own flush size, up to 1 GB of heap),
-    and gRPC's Netty buffers them in direct memory first. With the earlier 1600m (115 MB of task heap, 128 MB of
+    from a Python SDK worker, each up to about 10 MB (the SDK's flush size), and gRPC's Netty
+    buffers them in direct memory first. With the earlier 1600m (115 MB of task heap, 128 MB of
     framework off-heap for all of gRPC) a 1M-interaction audit ran a TaskManager out of heap on
     its first stage (the job then hung), and with 1 GB of heap out of direct memory on the
     scoring stage (``benchmarks/bench_flink_scale.py``, docs/performance.md). Artifacts default to the runner cache
