@@ -18,8 +18,7 @@ from typing import Iterator, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.blank import is_blank
-from apache_beam.options.pipeline_options import (DebugOptions, PipelineOptions, PortableOptions, SetupOptions,
-                                                  StandardOptions)
+from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions, PortableOptions, StandardOptions
 
 __all__ = ["pipeline_options", "ViewsOnceOptions", "JavaJobServerOptions", "run_pipeline", "WorkerProcessError"]
 
@@ -62,8 +61,7 @@ def pipeline_options(argv: Optional[Sequence[str]] = None, **overrides) -> Pipel
     (a :class:`ViewsOnceOptions`: each options class's view made once).
 
     Any Beam option passes through (``--runner=FlinkRunner``, ``--direct_num_workers=2``, ...).
-    ``--runner=FnApiRunner`` is accepted as a short name. Every run's SDK workers import
-    :data:`WORKER_PLUGIN` at their start (added to ``--beam_plugins``, after any the caller names).
+    ``--runner=FnApiRunner`` is accepted as a short name.
     """
     opts = ViewsOnceOptions(list(argv or []), **overrides)
     std = opts.view_as(StandardOptions)
@@ -79,15 +77,7 @@ def pipeline_options(argv: Optional[Sequence[str]] = None, **overrides) -> Pipel
         debug = opts.view_as(DebugOptions)
         if not debug.lookup_experiment(_NO_SUBMISSION_LISTING):
             debug.add_experiment(_NO_SUBMISSION_LISTING)
-    setup = opts.view_as(SetupOptions)
-    if WORKER_PLUGIN not in (setup.beam_plugins or ()):  # every SDK worker imports it at its start
-        setup.beam_plugins = [*(setup.beam_plugins or ()), WORKER_PLUGIN]
     return opts
-
-
-#: what every SDK worker of a run imports at its start (Beam's ``--beam_plugins``): the data-plane
-#: message bound of :mod:`fair_forge_beam.worker_plugin`
-WORKER_PLUGIN = "fair_forge_beam.worker_plugin"
 
 
 #: Beam's experiment that skips the launcher's `pip freeze` of a portable job (its stager)

@@ -390,9 +390,7 @@ res = {"launcher": sys.prefix}
 def where(_):
     import sys
     import ffb_venv_marker
-    from apache_beam.runners.worker import data_plane
-    # the data-plane bound of fair_forge_beam.worker_plugin, imported at the worker's start (--beam_plugins)
-    return sys.prefix + "|" + ffb_venv_marker.PREFIX + "|" + str(data_plane._DEFAULT_SIZE_FLUSH_THRESHOLD)
+    return sys.prefix + "|" + ffb_venv_marker.PREFIX
 
 
 with FlinkCluster(task_managers=1, workdir=work, ends_with_owner=True) as cluster:
@@ -418,8 +416,7 @@ print("RESULT " + json.dumps(res))
 def test_flink_cluster_from_a_venv(tmp_path):
     """A Flink cluster started by a venv's interpreter (worker command in the cluster's folder, a
     folder whose name has a space): its SDK workers run in that venv; a worker that cannot start
-    fails the job with its own stderr in the error; each worker imported the run's worker plugin
-    (:mod:`fair_forge_beam.worker_plugin`: 1 MB data-plane messages). Fails on the symlink (the workers ran the base
+    fails the job with its own stderr in the error. Fails on the symlink (the workers ran the base
     Python), and on the job server's options written as "--name=value" (the space)."""
     from test_runners_integration import _require
 
@@ -436,7 +433,7 @@ def test_flink_cluster_from_a_venv(tmp_path):
     res = json.loads(lines[-1][len("RESULT "):])
     venv = str(tmp_path / "venv")
     assert res["launcher"] == venv
-    assert res["workers"] == [f"{venv}|{venv}|1000000"], res  # and each imported the run's worker plugin
+    assert res["workers"] == [f"{venv}|{venv}"], res
     assert res["second"].startswith("WorkerProcessError"), res["second"]
     # the worker's own words: pip finds no Beam, and the boot binary says why it stopped
     assert "Package(s) not found: apache-beam" in res["second"], res["second"]
