@@ -147,7 +147,7 @@ def _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, c
     from fair_forge_beam.reports.output_folder import check_no_other_run
     from pipelines import audit
 
-    stage_beam_args = [a for a in beam_args if a.startswith("--runner") or a.startswith("--direct_")]
+    stage_beam_args = list(beam_args)  # every stage runs where the audit runs (a runner's address, Prism's path: trial45 B1)
     try:
         validate(args, "loop")
         validate(audit_args)  # the audit's options too (--judge-api-key-env feeds the generator), before any stage

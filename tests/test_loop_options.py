@@ -413,3 +413,28 @@ def test_a_config_files_values_reach_the_loop_unless_its_command_line_gives_them
     for ns in (args, audit_args):
         assert (ns.seed, ns.metrics, ns.endpoint_down_after) == expected
     assert audit_args.mode == "bayesian"
+
+
+def test_the_loops_stages_get_every_beam_option_the_audit_gets(monkeypatch, tmp_path):
+    """trial45 B1: the generate and run stages got only ``--runner*`` and ``--direct_*`` of the loop's Beam
+    options, so on Flink (``--job_endpoint``) or Prism (``--prism_location``) they failed ("You must specify a
+    --job_endpoint", "Unable to fetch remote prism binary") where the audit would have run. Fails before (the
+    stage got ``['--runner=PortableRunner']``)."""
+    from fair_forge_beam import loop_jobs
+    from pipelines import loop
+
+    got = []
+
+    def generate(args, beam_args):
+        got.append(list(beam_args))
+        raise KeyboardInterrupt  # the stage's options are all this test needs
+
+    monkeypatch.setattr(loop_jobs, "run_generate", generate)
+    monkeypatch.setattr(loop_jobs, "build_assistant_handler", lambda args: None)
+    beam = ["--runner=PortableRunner", "--job_endpoint=127.0.0.1:9", "--environment_type=LOOPBACK",
+            "--prism_location=/opt/prism", "--direct_num_workers=2"]
+    flags = ["--assistant-url", "http://127.0.0.1:9/v1", "--assistant-model", "bot", "--judge-base-url",
+             "http://127.0.0.1:9/v1", "--judge-model", "judge", "--metrics", "humanity"]
+    with pytest.raises(KeyboardInterrupt):
+        loop.run([*flags, *beam, "--output", str(tmp_path / "out")])
+    assert got == [beam]
