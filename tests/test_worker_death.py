@@ -615,10 +615,7 @@ def test_a_dead_workers_stream_threads_reporting_after_the_run_print_nothing(rep
             with watching():
                 worker = _FakeWorker(sleeper.pid)
                 worker_started(worker)
-                for name in ("beam_control_read", "read_grpc_client_inputs"):
-                    runs.append(threading.Thread(target=broken_stream, args=("the dead worker's stream", go),
-                                                 name=name, daemon=True))
-                    runs[-1].start()
+                runs += _beams_stream_threads(broken_stream, lambda name: ("the dead worker's stream", go))
                 worker.returncode = 0
                 worker_ended(worker, 0)  # code 0 before Beam told it to stop: the run's failure
                 raise RuntimeError("the job failed")
@@ -698,10 +695,7 @@ def test_a_dying_workers_stream_threads_reporting_before_its_exit_status_print_n
             with watching():
                 worker = _FakeWorker(sleeper.pid)
                 worker_started(worker)
-                for name in names:
-                    threads.append(threading.Thread(target=broken_stream, args=(name == names[1],), name=name,
-                                                    daemon=True))
-                    threads[-1].start()
+                threads += _beams_stream_threads(broken_stream, lambda name: (name == names[1],), names)
                 deadline = time.monotonic() + 30
                 while not set(names) <= set(looked) and time.monotonic() < deadline:  # both asked of the worker
                     time.sleep(0.01)
@@ -883,3 +877,13 @@ def test_a_workers_death_is_one_line_saying_each_thing_once(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines() == [
         f"fair-forge-beam: error: the audit stopped: {words}; nothing was published; the output folder {out} is "
         "untouched (as it was before the run)"]
+
+
+def _beams_stream_threads(target, args_of, names=("beam_control_read", "read_grpc_client_inputs")) -> list:
+    """Started daemon threads named as Beam's readers of a worker's streams, each running ``target(*args_of(name))``."""
+    import threading
+
+    threads = [threading.Thread(target=target, args=args_of(name), name=name, daemon=True) for name in names]
+    for t in threads:
+        t.start()
+    return threads
