@@ -123,6 +123,43 @@ def test_a_file_size_limit_stops_the_run_in_one_line(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
+def test_a_run_under_a_file_size_limit_leaves_no_cut_bytecode_for_the_next_run(tmp_path):
+    """trial46 B1: under ``ulimit -f`` CPython renamed each new ``.pyc`` into place cut at the limit (its one
+    ``write`` came back short, unchecked), and every later run that imported such a module failed with
+    ``EOFError: marshal data too short``. A fresh copy of the sources (no caches), bytecode writing on as for a
+    user: the limited run writes no cut cache, and the next run, without the limit, works."""
+    import marshal
+    import resource
+    import shutil
+
+    tree = tmp_path / "tree"
+    for pkg in ("fair_forge_beam", "pipelines"):
+        shutil.copytree(REPO / pkg, tree / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env["PYTHONPATH"] = str(tree)
+    args = [sys.executable, "-m", "pipelines.audit", "--input", str(HH), "--metrics", "humanity", "--no-report",
+            f"--runner={FNAPI}"]
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+
+    limited = subprocess.run([*args, "--output", str(tmp_path / "o1")], cwd=tmp_path, env=env, preexec_fn=limit,
+                             capture_output=True, text=True, timeout=600)
+    assert limited.returncode == 1, limited.stderr[-3000:]
+    cut = []
+    for pyc in tree.rglob("*.pyc"):
+        try:
+            marshal.loads(pyc.read_bytes()[16:])
+        except (EOFError, ValueError, TypeError):
+            cut.append(str(pyc.relative_to(tree)))
+    assert not cut, cut
+    again = subprocess.run([*args, "--output", str(tmp_path / "o2")], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (tmp_path / "o2" / "results.json").is_file()
+
+
 # ----------------------------------------------------------------------------- 3. the console never fails a run
 def test_say_escapes_what_the_console_cannot_show_and_survives_a_dead_console():
     from fair_forge_beam.console import say
