@@ -44,6 +44,14 @@ naming both numbers).
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m fair_forge_beam.rollup` is the command (pipelines/rollup.py), run before
+    # this module imports anything: its console.starting takes Ctrl-C first (one line, never a traceback from an
+    # import: trial46 B2), and this module is then imported once, as pipelines/rollup.py's
+    import runpy
+
+    runpy.run_module("pipelines.rollup", run_name="__main__", alter_sys=True)
+    raise SystemExit(0)  # pragma: no cover - the command exits itself
+
 from fair_forge_beam.console import say  # console output never fails a run
 
 import argparse
@@ -2043,8 +2051,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     run(argv)
     return 0
 
-
-if __name__ == "__main__":  # `python -m fair_forge_beam.rollup` is the command (pipelines/rollup.py), not a silent import
-    import runpy
-
-    runpy.run_module("pipelines.rollup", run_name="__main__", alter_sys=True)

@@ -640,3 +640,36 @@ def test_the_interrupt_line_is_said_once_while_the_command_unwinds_slowly(tmp_pa
     # (its default output folder is named, fix28fresh)
     assert proc.stderr.splitlines() == ["gen: interrupted (SIGTERM): the generate stopped; nothing was written "
                                         "(fair_forge_generated was not created)"], proc.stderr
+
+
+def _package_module_commands() -> list:
+    """The package's own modules the docs run as commands (``python -m fair_forge_beam.<module>``), but the test
+    tools of ``fair_forge_beam.testing`` (a local cluster's or a stub server's start is theirs to undo)."""
+    import re
+
+    found = set()
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        found.update(re.findall(r"python -m (fair_forge_beam(?:\.[a-z_]+)+)", doc.read_text(encoding="utf-8")))
+    found.add("fair_forge_beam.rollup")  # the roll-up's module runs its command too (session 30), undocumented
+    return sorted(m for m in found if not m.startswith("fair_forge_beam.testing."))
+
+
+@pytest.mark.parametrize("module", _package_module_commands())
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_package_module_command_takes_an_interrupt_while_it_imports_in_one_line(tmp_path, module, name):
+    """trial46 B2: ``python -m fair_forge_beam.rollup`` imported Beam before it handed over to the command, and
+    ``python -m fair_forge_beam.reports.compare`` never took the signals early: a Ctrl-C in their first seconds printed
+    a ``KeyboardInterrupt`` traceback (7-55 lines), SIGTERM ended them with no line."""
+    assert {"fair_forge_beam.rollup", "fair_forge_beam.reports.compare"} <= set(_package_module_commands())
+    argv = [sys.executable, "-c", _SLOW_IMPORTS + f"sys.argv[1:] = [{str(tmp_path / 'no-run-*')!r}]; import runpy; "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    assert proc.stderr.readline().strip() == "importing"
+    proc.send_signal(getattr(signal, name))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == CODES[name], (proc.returncode, err[-2000:])
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    lines = _one_line(err)
+    how_said = "Ctrl-C" if name == "SIGINT" else "SIGTERM"
+    assert len(lines) == 1 and f": interrupted ({how_said}): stopped while starting; nothing was written" in lines[0], lines

@@ -39,6 +39,11 @@ gates and the trend report use).
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: a Ctrl-C while it still imports is one line (trial46 B2)
+    from fair_forge_beam.console import starting
+
+    starting("fair-forge-beam compare", "compare")
+
 import argparse
 import json
 import math
