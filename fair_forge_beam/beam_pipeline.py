@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
@@ -120,6 +121,9 @@ class JavaJobServerOptions(PipelineOptions):
                                  "jars each job carries (Beam's default: every jar of the job server's classpath)")
 
 
+_INSTALLING = threading.Lock()
+
+
 def _workers_leave_ctrl_c_to_the_command() -> None:
     """Beam's multi-process SDK workers (``--direct_running_mode=multi_processing``: each
     ``sh -c "python -m apache_beam.runners.worker.sdk_worker_main"``, started by
@@ -134,49 +138,109 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
     from apache_beam.runners.portability import local_job_service
 
     from fair_forge_beam.sdk_worker import QUIET_WORKERS
-    from fair_forge_beam.worker_watch import worker_ended, worker_started, worker_told_to_stop
+    from fair_forge_beam.worker_watch import worker_ended, worker_started
 
-    if getattr(local_job_service.subprocess, "ctrl_c_left_to_the_command", False):
-        return
+    with _INSTALLING:  # once, also when two threads start their first runs at once
+        if getattr(local_job_service.subprocess, "ctrl_c_left_to_the_command", False):
+            return
+        run_of_worker = _workers_belong_to_the_run_that_starts_them()
 
-    class Popen(subprocess.Popen):
-        def __init__(self, *args, **kwargs):
-            # a process group of its own: the terminal's Ctrl-C (sent to the foreground group) reaches
-            # the command alone. Not a preexec_fn: Python code between fork and exec can deadlock in a
-            # process with threads, and Beam starts workers from threads
-            kwargs.setdefault("process_group", 0)
-            if args and kwargs.get("shell") and args[0] == _MULTI_PROCESS_WORKER:
-                # Beam's own command, run without a shell: the worker is the process Beam waits for, so
-                # its death is told by its own status (-9), not a shell's 137 and 'Killed' line
-                args, kwargs["shell"] = ([sys.executable, "-m", _WORKER_MODULE],) + tuple(args[1:]), False
-                if (kwargs.get("env") or os.environ).get(QUIET_WORKERS):  # the command's --quiet (trial39 T13)
-                    args = ([sys.executable, "-m", "fair_forge_beam.sdk_worker", _WORKER_MODULE],) + tuple(args[1:])
-            self.through_shell = bool(kwargs.get("shell"))
-            self.worker_id = (kwargs.get("env") or {}).get("WORKER_ID")  # what Beam names it when it tells it to stop
-            super().__init__(*args, **kwargs)
-            worker_started(self)  # a worker that dies ends the run (fair_forge_beam.worker_watch)
+        class Popen(subprocess.Popen):
+            def __init__(self, *args, **kwargs):
+                # a process group of its own: the terminal's Ctrl-C (sent to the foreground group) reaches
+                # the command alone. Not a preexec_fn: Python code between fork and exec can deadlock in a
+                # process with threads, and Beam starts workers from threads
+                kwargs.setdefault("process_group", 0)
+                if args and kwargs.get("shell") and args[0] == _MULTI_PROCESS_WORKER:
+                    # Beam's own command, run without a shell: the worker is the process Beam waits for, so
+                    # its death is told by its own status (-9), not a shell's 137 and 'Killed' line
+                    args, kwargs["shell"] = ([sys.executable, "-m", _WORKER_MODULE],) + tuple(args[1:]), False
+                    if (kwargs.get("env") or os.environ).get(QUIET_WORKERS):  # the command's --quiet (trial39 T13)
+                        args = ([sys.executable, "-m", "fair_forge_beam.sdk_worker", _WORKER_MODULE],) + tuple(args[1:])
+                self.through_shell = bool(kwargs.get("shell"))
+                self.worker_id = (kwargs.get("env") or {}).get("WORKER_ID")  # what Beam names it when it tells it to stop
+                run = run_of_worker(kwargs.get("env") or {})  # started in Beam's thread: whose it is, by its env
+                super().__init__(*args, **kwargs)
+                worker_started(self, run)  # a worker that dies ends its run (fair_forge_beam.worker_watch)
 
-        def wait(self, timeout=None):
-            code = super().wait(timeout)
-            worker_ended(self, code)
-            return code
+            def wait(self, timeout=None):
+                code = super().wait(timeout)
+                worker_ended(self, code)
+                return code
 
-    shim = types.ModuleType("subprocess")
-    shim.__dict__.update({k: v for k, v in vars(subprocess).items() if not k.startswith("__")})
-    shim.Popen, shim.ctrl_c_left_to_the_command = Popen, True
-    local_job_service.subprocess = shim
+        shim = types.ModuleType("subprocess")
+        shim.__dict__.update({k: v for k, v in vars(subprocess).items() if not k.startswith("__")})
+        shim.Popen, shim.ctrl_c_left_to_the_command = Popen, True
+        local_job_service.subprocess = shim
 
-    from apache_beam.runners.portability.fn_api_runner.worker_handlers import SubprocessSdkWorkerHandler
 
-    close = SubprocessSdkWorkerHandler.close
+def _workers_belong_to_the_run_that_starts_them():
+    """Each multi-process SDK worker is watched by the run that started it, and by no other (session 30: two
+    audits in two threads of one process, one worker SIGKILLed; every worker was every run's, so the death ended
+    the other run's workers too and both calls hung). Beam starts a worker from a thread of its own (``run_worker``,
+    ``SubprocessSdkWorkerHandler.start_worker``), which knows no run, so the run is carried along Beam's own objects:
+    the ``WorkerHandlerManager`` is made in the run's thread (``FnApiRunner.run_stages``, inside the run's
+    :func:`~fair_forge_beam.worker_watch.watching` block), and makes and starts its handlers in
+    ``get_worker_handlers``, in whatever thread asks for them; a handler, as it starts its worker, notes the
+    worker's control address and id (unique among the live runs: the run's own gRPC server's port) with its run,
+    and the worker's ``Popen`` finds it there by the same two, from its environment
+    (``CONTROL_API_SERVICE_DESCRIPTOR``, ``WORKER_ID``). Beam's closing of a handler tells that run only. A worker
+    of a manager made outside any watched run (a pipeline run outside :func:`run_pipeline`, or in a job service's
+    thread) belongs to no run: no run watches it. Returns ``run_of_worker(env)``: the run of the worker started
+    with ``env`` (``None``: none), said once."""
+    import threading
+    import weakref
+
+    from apache_beam.portability.api import endpoints_pb2
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+    from google.protobuf import text_format
+
+    from fair_forge_beam.worker_watch import this_threads_run, worker_told_to_stop, working_for
+
+    runs_of_managers = weakref.WeakKeyDictionary()  # WorkerHandlerManager: the run whose thread made it
+    runs_of_handlers = weakref.WeakKeyDictionary()  # SubprocessSdkWorkerHandler: the run it started a worker for
+    coming = {}  # (control address, worker id): the run, from the handler's start to its worker's Popen
+    lock = threading.Lock()
+    manager, handler = worker_handlers.WorkerHandlerManager, worker_handlers.SubprocessSdkWorkerHandler
+    made, get, start, close = manager.__init__, manager.get_worker_handlers, handler.start_worker, handler.close
+
+    def made_for_this_threads_run(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        runs_of_managers[self] = this_threads_run()
+
+    def handlers_for_its_run(self, *args, **kwargs):
+        with working_for(runs_of_managers.get(self)):  # the thread that asks (a bundle's, maybe) works for its run
+            return get(self, *args, **kwargs)
+
+    def start_for_its_run(self):
+        run = runs_of_handlers[self] = this_threads_run()
+        if run is not None:
+            with lock:
+                coming[(self.control_address, self.worker_id)] = run
+        start(self)
 
     def told_to_stop_first(self):
         # Beam ends a worker by closing its handler (the job's end, or its failure): from then on its exit
         # with code 0 is asked for; before, it is a failure (trial39b B7: os._exit(0) in a step waited for ever)
-        worker_told_to_stop(self.worker_id)
+        worker_told_to_stop(self.worker_id, runs_of_handlers.get(self))
+        with lock:
+            coming.pop((self.control_address, self.worker_id), None)  # a worker that never started
         close(self)
 
-    SubprocessSdkWorkerHandler.close = told_to_stop_first
+    def run_of_worker(env):
+        described = env.get("CONTROL_API_SERVICE_DESCRIPTOR")
+        if not described:
+            return None
+        try:
+            address = text_format.Parse(described, endpoints_pb2.ApiServiceDescriptor()).url
+        except text_format.ParseError:
+            return None
+        with lock:
+            return coming.pop((address, env.get("WORKER_ID")), None)
+
+    manager.__init__, manager.get_worker_handlers = made_for_this_threads_run, handlers_for_its_run
+    handler.start_worker, handler.close = start_for_its_run, told_to_stop_first
+    return run_of_worker
 
 
 #: the module Beam's multi-process SDK workers run, and the shell command Beam runs it by (fn_runner.py)

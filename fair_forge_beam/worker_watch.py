@@ -30,6 +30,17 @@ the workers' states every :data:`CHECK_EVERY` seconds (two small ``/proc`` reads
 worker's start to the run's end. :func:`worker_states` tells the progress reporter how each worker is
 (a run whose counts are in the workers, where nothing else shows that the run lives).
 
+Each worker is watched by the run that started it, and by no other: several runs at once in one process (a
+program's threads, each calling the Python API) each see their own workers, their own death and Beam's closing of
+their own handlers only (session 30: every worker was every run's, so one run's death ended the other run's workers
+and both calls hung, 150 s+, with their hooks, filters and claims left installed). Beam starts a worker from a thread
+of its own, which knows no run: :func:`fair_forge_beam.beam_pipeline._workers_belong_to_the_run_that_starts_them`
+carries the run, from the thread of the run's :func:`watching` block (:func:`this_threads_run`), along Beam's
+``WorkerHandlerManager`` and handler to the worker's ``Popen``, found by its control address and id. A worker that
+cannot be attributed so (a pipeline run outside :func:`fair_forge_beam.beam_pipeline.run_pipeline`, or one whose
+job runs in a job service's thread) is watched by no run: its death is Beam's to report, as before this module (the
+job fails with Beam's error, or waits).
+
 Limits: a job waited for in another thread than the main one cannot be woken so (Python runs signal
 handlers in the main thread only): it fails, naming the death, only when Beam itself raises. A worker
 that hangs alive (a step that sleeps, a call that never returns) is not a failure: only its state and
@@ -52,7 +63,8 @@ from typing import Iterator, Optional
 from fair_forge_beam import procfs
 
 __all__ = ["watching", "settle", "worker_started", "worker_ended", "worker_told_to_stop", "worker_states",
-           "wait_for_late_reports", "WorkerDied", "exit_words", "CHECK_EVERY", "STOPPED_TOO_LONG"]
+           "this_threads_run", "working_for", "wait_for_late_reports", "WorkerDied", "exit_words", "CHECK_EVERY",
+           "STOPPED_TOO_LONG"]
 
 log = logging.getLogger(__name__)
 
@@ -147,33 +159,62 @@ class _Watch:
         return bool(code) or not self.asked_to_end(proc)
 
 
-_ACTIVE: list = []  # the watches of the runs in progress (one, normally)
+_ACTIVE: list = []  # the watches of the runs in progress (one, normally; one a thread when a program runs several)
 _LOCK = threading.Lock()
+_HERE = threading.local()  # ``run``: the watch of the run this thread works for (:func:`working_for`)
+_THIS_THREADS = object()  # the default ``run`` of the calls below: this thread's (:func:`this_threads_run`)
 
 
-def worker_started(proc) -> None:
-    """Called by the package's ``Popen`` of Beam's worker command as the worker starts."""
-    with _LOCK:
-        watches = list(_ACTIVE)
-    for w in watches:
-        with w.lock:
-            w.workers.append(proc)
-            start = w.checks is None
-            if start:
-                w.checks = threading.Thread(target=_check_states, args=(w,), name="fair_forge_beam-worker-states",
-                                            daemon=True)
+def this_threads_run() -> Optional[_Watch]:
+    """The watch of the run this thread works for: the thread whose :func:`watching` block runs the job, or one
+    inside :func:`working_for`; ``None`` elsewhere (a thread Beam started knows no run)."""
+    return getattr(_HERE, "run", None)
+
+
+@contextmanager
+def working_for(run: Optional[_Watch]) -> Iterator[None]:
+    """The block's thread works for ``run`` (``None``: for no run): Beam's code that starts a run's workers, run in
+    a thread of Beam's, is told whose they are so (:mod:`fair_forge_beam.beam_pipeline`)."""
+    before = getattr(_HERE, "run", None)
+    _HERE.run = run
+    try:
+        yield
+    finally:
+        _HERE.run = before
+
+
+def _owner(run) -> Optional[_Watch]:
+    """``run`` (this thread's when not given), if it is still in progress: a worker is never another run's."""
+    w = this_threads_run() if run is _THIS_THREADS else run
+    return w if w is not None and not w.done.is_set() else None
+
+
+def worker_started(proc, run=_THIS_THREADS) -> None:
+    """Called by the package's ``Popen`` of Beam's worker command as the worker starts: ``proc`` is watched by
+    ``run`` only, the run that started it (default: the run this thread works for). ``None``, or a run that has
+    ended: a worker no run is known to have started is watched by none (its death is Beam's to report)."""
+    w = _owner(run)
+    if w is None:
+        return
+    with w.lock:
+        w.workers.append(proc)
+        start = w.checks is None
         if start:
-            w.checks.start()
+            w.checks = threading.Thread(target=_check_states, args=(w,), name="fair_forge_beam-worker-states",
+                                        daemon=True)
+    if start:
+        w.checks.start()
 
 
-def worker_told_to_stop(worker_id: Optional[str]) -> None:
-    """Called as Beam closes the handler of the worker ``worker_id`` (the job ended or failed): its
-    exit with code 0 from then on is the end Beam asked for."""
-    with _LOCK:
-        watches = list(_ACTIVE)
-    for w in watches:
-        with w.lock:
-            w.told_to_stop.add(worker_id)
+def worker_told_to_stop(worker_id: Optional[str], run=_THIS_THREADS) -> None:
+    """Called as Beam closes the handler of the worker ``worker_id`` of ``run`` (default: the run this thread works
+    for; the job ended or failed): that worker's exit with code 0 from then on is the end Beam asked for. Told to
+    that run only: another run's worker of the same id is not asked to end."""
+    w = _owner(run)
+    if w is None:
+        return
+    with w.lock:
+        w.told_to_stop.add(worker_id)
 
 
 def worker_ended(proc, code: Optional[int]) -> None:
@@ -406,9 +447,12 @@ def watching() -> Iterator[_Watch]:
         logger.addFilter(f)
     with _LOCK:
         _ACTIVE.append(watch)
+    this_thread = getattr(_HERE, "run", None)
+    _HERE.run = watch  # the workers this thread's job starts are this run's (this_threads_run)
     try:
         yield watch
     finally:
+        _HERE.run = this_thread
         try:
             watch.done.set()  # the state checks end
             if watch.checks is not None:
