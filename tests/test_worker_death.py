@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -887,3 +888,108 @@ def _beams_stream_threads(target, args_of, names=("beam_control_read", "read_grp
     for t in threads:
         t.start()
     return threads
+
+
+# --- session 30: each SDK worker is watched by the run that started it --------------------------------------------
+
+#: a Python program that runs two audits in two threads of its process (``main(argv)`` each): A at once, B once a line
+#: comes on stdin; then, both ended, B's audit alone again (the lone run to compare with) and what stays installed
+_TWO_AUDITS = r"""
+import json, logging, signal, sys, threading, time
+from fair_forge_beam import worker_watch
+from pipelines.audit import main
+
+names = ("apache_beam.runners.worker.data_plane", "apache_beam.runners.portability.fn_api_runner.worker_handlers")
+def installed():
+    return ([list(logging.getLogger(n).filters) for n in names], threading.excepthook, signal.getsignal(signal.SIGCHLD))
+
+a_argv, b_argv, lone_argv = (json.loads(a) for a in sys.argv[1:4])
+before, codes, ended = installed(), {}, {}
+def call(name, argv):
+    codes[name] = main(argv)
+    ended[name] = time.time()
+a = threading.Thread(target=call, args=("A", a_argv))
+a.start()
+sys.stdin.readline()  # the test has seen A's two workers
+b = threading.Thread(target=call, args=("B", b_argv))
+b.start()
+b.join()
+a.join()
+codes["lone"] = main(lone_argv)
+released = worker_watch.wait_for_late_reports(60)
+print(json.dumps({"codes": codes, "ended": ended, "released": released, "as_before": installed() == before,
+                  "claims": len(worker_watch._CLAIMS), "runs": len(worker_watch._ACTIVE)}), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_workers_death_ends_its_own_run_only_when_two_runs_share_the_process(tmp_path):
+    """Session 30: two audits in two threads of one process (the Python API, two multi-process workers each), one
+    worker of audit A SIGKILLed while audit B runs: every worker was every run's, so A's death ended B's workers too,
+    and both calls hung (150 s+) with the hook, the log filters and the claims left installed. Now A fails with its
+    one line naming its own worker, B finishes with the results of a lone run of it, and nothing stays installed.
+    The old code was still waiting at LIMIT s."""
+    from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
+    from test_interrupts import FF, _env
+
+    limit = 180  # three audits on a loaded 2-core machine (40 s on a quiet one); the old code waited for ever
+    outs = {name: tmp_path / name for name in ("A", "B", "lone")}
+    script = tmp_path / "two_audits.py"
+    script.write_text(_TWO_AUDITS, encoding="utf-8")
+    outs["A"].mkdir()
+    (outs["A"] / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
+    lone = ["--input", str(FF), "--metrics", "humanity", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000",
+            "--quiet", f"--runner={FNAPI}", *MULTI_PROCESS]
+    with ScriptedOpenAIServer(lambda req: Reply(content="{}", drip=30, drip_headers=True)) as srv, \
+            open(tmp_path / "stdout", "w+", encoding="utf-8") as said_to, \
+            open(tmp_path / "stderr", "w+", encoding="utf-8") as err_to:  # files: the workers' logs fill a pipe
+        a = ["--input", str(FF), "--metrics", "context", "--judge-base-url", srv.base_url, "--judge-model", "m",
+             "--judge-cache", str(tmp_path / "c.sqlite"), "--output", str(outs["A"]), f"--runner={FNAPI}",
+             *MULTI_PROCESS]
+        proc = subprocess.Popen([sys.executable, str(script), json.dumps(a),
+                                 json.dumps([*lone, "--output", str(outs["B"])]),
+                                 json.dumps([*lone, "--output", str(outs["lone"])])], cwd=tmp_path, env=_env(),
+                                stdin=subprocess.PIPE, stdout=said_to, stderr=err_to, text=True)
+        run = []
+        try:
+            deadline = time.time() + 180
+            while time.time() < deadline and not srv.count():  # a worker of A is scoring: its judge call hangs
+                time.sleep(0.2)
+            assert srv.count(), "A's judge was never called"
+            a_workers = _workers(proc.pid)
+            assert len(a_workers) == 2, f"A's workers: {a_workers}"
+            proc.stdin.write("B\n")
+            proc.stdin.flush()
+            deadline = time.time() + 120
+            while time.time() < deadline and len(_workers(proc.pid)) < 4:  # B's two workers too: B runs
+                time.sleep(0.1)
+            b_workers = sorted(set(_workers(proc.pid)) - set(a_workers))
+            assert len(b_workers) == 2, f"B's workers: {b_workers}"
+            run = _tree(proc.pid)
+            os.kill(a_workers[0], signal.SIGKILL)
+            killed = time.time()
+            try:
+                proc.communicate(timeout=limit)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"the audits still ran {limit} s after A's worker was killed")
+        finally:
+            left = _no_process_left(_tree(proc.pid) + run)
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        said_to.seek(0), err_to.seek(0)
+        out, err = said_to.read(), err_to.read()
+    said = json.loads(out.strip().splitlines()[-1])
+    took = {name: round(at - killed, 1) for name, at in said.pop("ended").items()}
+    lines = _one_line(err)
+    assert said["codes"] == {"A": 1, "B": 0, "lone": 0}, err[-3000:]
+    assert len(lines) == 1 and re.fullmatch(re.escape(
+        f"fair-forge-beam: error: the audit stopped: SDK worker N of 2 (pid {a_workers[0]}) was killed by signal 9 "
+        f"(SIGKILL: out of memory?); nothing was published; the output folder {outs['A']} is untouched (as it was "
+        "before the run)").replace("N", "[12]", 1), lines[0]), err[-3000:]
+    assert sorted(p.name for p in outs["A"].iterdir()) == ["results.json"]
+    assert json.loads((outs["A"] / "results.json").read_text(encoding="utf-8")) == {"before": True}
+    assert (outs["B"] / "results.json").read_bytes() == (outs["lone"] / "results.json").read_bytes()
+    assert said == {"codes": {"A": 1, "B": 0, "lone": 0}, "released": True, "as_before": True, "claims": 0, "runs": 0}
+    assert took["A"] <= BOUND and took["B"] <= BOUND, took  # neither waits: A is not the main thread, Beam fails it
+    assert left == [], f"{len(left)} process(es) of the runs outlived them"
