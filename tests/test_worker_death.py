@@ -993,3 +993,46 @@ def test_a_workers_death_ends_its_own_run_only_when_two_runs_share_the_process(t
     assert said == {"codes": {"A": 1, "B": 0, "lone": 0}, "released": True, "as_before": True, "claims": 0, "runs": 0}
     assert took["A"] <= BOUND and took["B"] <= BOUND, took  # neither waits: A is not the main thread, Beam fails it
     assert left == [], f"{len(left)} process(es) of the runs outlived them"
+
+
+def test_two_runs_in_two_threads_each_watch_their_own_workers_only():
+    """Session 30, the watch's part: each call reaches the run it is made for (by default the run whose thread makes
+    it) and no other. Before, every worker started was every run's, and Beam's closing of one run's handler
+    ``worker_1`` marked the other run's ``worker_1`` too (Beam's worker ids repeat across runs) as asked to end: its
+    exit with code 0 mid-job went unseen. A worker no run is known to have started is watched by none."""
+    import threading
+
+    from fair_forge_beam import worker_watch
+    from fair_forge_beam.worker_watch import watching, worker_ended, worker_started, worker_told_to_stop
+
+    sleepers = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]  # live processes for the watches' looks
+    both = threading.Barrier(2, timeout=30)
+    seen = {}
+
+    def run(name: str, sleeper) -> None:
+        with watching() as watch:
+            worker = _FakeWorker(sleeper.pid)  # both named worker_1
+            worker_started(worker)
+            both.wait()  # both runs' workers have started
+            if name == "A":
+                worker_told_to_stop("worker_1")  # Beam closes A's handler: A's job ends
+                worker_started(_FakeWorker(sleepers[2].pid), None)  # a worker of no known run
+            both.wait()
+            if name == "B":
+                worker.returncode = 0
+                worker_ended(worker, 0)  # B's worker_1 exits with code 0 though B never told it to stop
+            both.wait()
+            seen[name] = ([w.pid for w in watch.workers], watch.death)
+
+    threads = [threading.Thread(target=run, args=(name, s)) for name, s in (("A", sleepers[0]), ("B", sleepers[1]))]
+    try:
+        [t.start() for t in threads]
+        [t.join(30) for t in threads]
+    finally:
+        for s in sleepers:
+            s.kill()
+            s.wait()
+    assert seen == {"A": ([sleepers[0].pid], None),
+                    "B": ([sleepers[1].pid], f"SDK worker 1 of 1 (pid {sleepers[1].pid}) exited with code 0 before the "
+                                             "job ended")}
+    assert worker_watch.wait_for_late_reports(30) and worker_watch._CLAIMS == [] and worker_watch._ACTIVE == []
