@@ -187,8 +187,7 @@ def _workers_belong_to_the_run_that_starts_them():
     (``CONTROL_API_SERVICE_DESCRIPTOR``, ``WORKER_ID``). Beam's closing of a handler tells that run only. A worker
     of a manager made outside any watched run (a pipeline run outside :func:`run_pipeline`, or in a job service's
     thread) belongs to no run: no run watches it. Returns ``run_of_worker(env)``: the run of the worker started
-    with ``env`` (``None``: none), said once."""
-    import threading
+    with ``env`` (``None``: none). Installed once, by :func:`_workers_leave_ctrl_c_to_the_command`."""
     import weakref
 
     from apache_beam.portability.api import endpoints_pb2
