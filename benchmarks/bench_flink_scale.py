@@ -10,7 +10,8 @@ runner of ``--runners``, each as a child process ``sys.executable -c WRAPPER`` (
 
 * ``in_memory`` — Beam's FnApiRunner in the launching process;
 * ``flink`` — a fresh :class:`~fair_forge_beam.testing.flink_cluster.FlinkCluster` per run
-  (JobManager, 2 TaskManagers of one slot, Beam's job server; PROCESS workers, parallelism 2),
+  (JobManager, 2 TaskManagers of one slot, Beam's job server; PROCESS workers; parallelism 2, or one
+  subtask per 22 MB of input: ``FlinkCluster.parallelism_for``, 20 at 1M, in waves over the 2 slots),
   so that each JVM's peak belongs to that run; stopped after it.
 
 Per run it records:
@@ -684,13 +685,15 @@ def main(argv=None, cluster=None) -> int:
                     shutil.copytree(work / rec["reused"], out)
                     print(f"  the staging A/B's job {rec['reused']} (same data and runner arguments), not run again", flush=True)
                 elif runner == "flink" and cluster is not None:
-                    rec = run_audit(data[n], out, cluster.runner_args(stage_jars=a.stage_jars or None) + extra, cluster,
-                                    a.interval)
+                    rec = run_audit(data[n], out, cluster.runner_args(stage_jars=a.stage_jars or None,
+                                                                      input_bytes=data[n].stat().st_size) + extra,
+                                    cluster, a.interval)
                 elif runner == "flink":
                     fresh, boot_s = start_cluster(work / (f"cluster-{n}" + (f"-{label}" if label else "")), env,
                                                   stage_jars=a.stage_jars or None)
                     try:
-                        rec = run_audit(data[n], out, fresh.runner_args() + extra, fresh, a.interval, env)
+                        rec = run_audit(data[n], out, fresh.runner_args(input_bytes=data[n].stat().st_size) + extra,
+                                        fresh, a.interval, env)
                     finally:
                         fresh.stop()
                     rec["cluster_start_s"] = boot_s

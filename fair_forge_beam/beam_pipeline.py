@@ -108,6 +108,8 @@ class JavaJobServerOptions(PipelineOptions):
     reach the job server (Python drops an undeclared option, and the launcher refuses it as
     unknown).
 
+    ``--execution_mode_for_batch``: Java's ``FlinkPipelineOptions.executionModeForBatch``.
+
     ``--pipeline_resources_detector_factory_class``: Java's
     ``PipelineResourcesOptions.pipelineResourcesDetectorFactoryClass``, the factory of what finds the
     jars a Java job server attaches to each job (default: every jar of its classpath). A local
@@ -119,6 +121,12 @@ class JavaJobServerOptions(PipelineOptions):
         parser.add_argument("--pipeline_resources_detector_factory_class", default=None,
                             help="Java job servers: class name of the PipelineResourcesDetector.Factory that finds the "
                                  "jars each job carries (Beam's default: every jar of the job server's classpath)")
+        parser.add_argument("--execution_mode_for_batch", default=None,
+                            choices=["PIPELINED", "PIPELINED_FORCED", "BATCH", "BATCH_FORCED"],
+                            help="Flink's job server: how a batch job's tasks exchange data (Java's "
+                                 "FlinkPipelineOptions.executionModeForBatch; Beam's default PIPELINED). BATCH_FORCED "
+                                 "writes every exchange in full before it is read, so a job may have more subtasks "
+                                 "than the cluster has slots: they run in waves (docs/runners.md)")
 
 
 _INSTALLING = threading.Lock()

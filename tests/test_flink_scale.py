@@ -91,6 +91,42 @@ def test_shared_classpath_config_is_parent_first_without_the_leaked_loader_check
     assert doc["classloader"] == {"resolve-order": "child-first"}
 
 
+def test_a_jobs_parallelism_grows_with_its_input_and_its_exchanges_block(tmp_path):
+    """Beam's Flink batch runner hands a subtask's stage output to Flink only when the subtask's one bundle
+    ends, so a TaskManager held 1.27-1.31x at 1M what it held at 100k (session 30). The local cluster's jobs
+    now take one subtask per SUBTASK_INPUT_BYTES of input (the benchmark's 100k: 2, its 1M: 20) and blocking
+    exchanges, so that more subtasks than slots run in waves; the option reaches the job server."""
+    from fair_forge_beam.beam_pipeline import pipeline_options
+    from fair_forge_beam.options import unknown_beam_options
+    from fair_forge_beam.testing.flink_cluster import SUBTASK_INPUT_BYTES
+
+    cluster = FlinkCluster(workdir=tmp_path, stage_jars=True)
+    assert cluster.parallelism == 2 and SUBTASK_INPUT_BYTES == 22_000_000
+    for input_bytes, want in ((None, 2), (0, 2), (1, 2), (42_795_241, 2), (44_000_001, 3), (427_617_312, 20)):
+        args = cluster.runner_args(input_bytes=input_bytes)
+        assert f"--parallelism={want}" in args and cluster.parallelism_for(input_bytes) == want, (input_bytes, args)
+        assert "--execution_mode_for_batch=BATCH_FORCED" in args
+    assert "--parallelism=7" in cluster.runner_args(parallelism=7, input_bytes=427_617_312)
+    assert unknown_beam_options(["--execution_mode_for_batch=BATCH_FORCED"]) == []
+    sent = pipeline_options(["--execution_mode_for_batch=BATCH_FORCED", "--runner=PortableRunner"]).get_all_options()
+    assert sent["execution_mode_for_batch"] == "BATCH_FORCED"
+
+
+@pytest.mark.runners
+@pytest.mark.slow
+def test_a_job_of_more_subtasks_than_slots_runs_in_waves_with_the_same_results(flink_cluster, tmp_path):
+    """A job of 5 subtasks on the session's cluster of 3 one-slot TaskManagers (one of them may hold the Kafka
+    panes job) completes, and its results.json is the in-memory run's, byte for byte."""
+    _require()
+    from pipelines import audit
+
+    cluster = flink_cluster()
+    args = ["--metrics", "humanity", "--no-report", "--quiet"]
+    audit.run([*args, "--output", str(tmp_path / "mem"), *rn.runner_args("in_memory")])
+    audit.run([*args, "--output", str(tmp_path / "flink"), *cluster.runner_args(parallelism=5)])
+    assert (tmp_path / "mem" / "results.json").read_bytes() == (tmp_path / "flink" / "results.json").read_bytes()
+
+
 @pytest.mark.runners
 @pytest.mark.slow
 def test_bench_flink_scale_smallest_size_on_flink(flink_cluster, tmp_path, capsys):

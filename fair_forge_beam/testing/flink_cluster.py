@@ -120,6 +120,15 @@ def _set(doc: dict, dotted: str, value) -> None:
     doc[leaf] = value
 
 
+#: The input bytes one subtask of a batch job reads at most when :meth:`FlinkCluster.runner_args` sizes the
+#: job's parallelism by its input. Beam's Flink batch runner hands a subtask's stage output to Flink only
+#: when the subtask's one bundle ends, so a TaskManager holds about 1.2x its subtask's input meanwhile (the
+#: audit's read stage; docs/performance.md, "what the TaskManagers hold in the read stage"): with shares of
+#: this size a TaskManager holds at 1M interactions what it holds at 100k. 22 MB is the share of each of 2
+#: subtasks at the benchmark's 100k interactions (42.8 MB of JSONL).
+SUBTASK_INPUT_BYTES = 22_000_000
+
+
 class FlinkCluster(OwnedGroups):
     """JobManager + ``task_managers`` TaskManagers + Beam's Flink job server, as a context manager.
 
@@ -196,9 +205,21 @@ class FlinkCluster(OwnedGroups):
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.rest_port}"
 
-    def runner_args(self, parallelism: Optional[int] = None, stage_jars: Optional[bool] = None) -> list[str]:
+    def parallelism_for(self, input_bytes: Optional[int] = None) -> int:
+        """The parallelism of a batch job that reads ``input_bytes``: the cluster's (see the class
+        docstring), or more, so that no subtask reads more than :data:`SUBTASK_INPUT_BYTES`
+        (``ceil(input_bytes / SUBTASK_INPUT_BYTES)``); ``None`` or 0: the cluster's."""
+        if not input_bytes:
+            return self.parallelism
+        return max(self.parallelism, -(-int(input_bytes) // SUBTASK_INPUT_BYTES))
+
+    def runner_args(self, parallelism: Optional[int] = None, stage_jars: Optional[bool] = None,
+                    input_bytes: Optional[int] = None) -> list[str]:
         """Beam pipeline options that run a pipeline on this cluster with ``parallelism`` (default:
-        the cluster's, see the class docstring). ``stage_jars`` (default: the cluster's): whether
+        :meth:`parallelism_for` ``input_bytes``, the bytes of the job's input files). Every job's
+        exchanges are written in full before they are read (``--execution_mode_for_batch=BATCH_FORCED``),
+        so a job may have more subtasks than the cluster has slots: Flink runs them in waves.
+        ``stage_jars`` (default: the cluster's): whether
         the job carries the job server's jars; ``False`` raises ``ValueError`` on a cluster that
         stages them (no shared classpath, or no ``javac``)."""
         stage = self.stage_jars if stage_jars is None else bool(stage_jars)
@@ -209,7 +230,12 @@ class FlinkCluster(OwnedGroups):
             "--runner=PortableRunner", f"--job_endpoint={self.job_endpoint}",
             "--environment_type=PROCESS",
             "--environment_config=" + json.dumps({"command": str(self.workdir / "bin" / BOOT_SCRIPT)}, separators=(",", ":")),
-            f"--parallelism={self.parallelism if parallelism is None else int(parallelism)}",
+            f"--parallelism={self.parallelism_for(input_bytes) if parallelism is None else int(parallelism)}",
+            # Beam's Flink batch runner runs a subtask's whole share of a stage as one bundle and hands its output
+            # to Flink only when the bundle ends: a TaskManager holds that output meanwhile (about 1.2x the
+            # subtask's input in the audit's read stage). Blocking exchanges let a large input take more
+            # subtasks than slots, each holding its smaller share (SUBTASK_INPUT_BYTES; docs/performance.md)
+            "--execution_mode_for_batch=BATCH_FORCED",
             # Keep a TaskManager's SDK workers for the next task for a minute: without it each of
             # the audit's ~140 tasks per TaskManager starts (and tears down) its own boot + python
             # worker, re-importing the package and reloading models every time.
@@ -511,6 +537,10 @@ def main(argv=None) -> int:
     ap.add_argument("action", choices=["start", "stop", "args"])
     ap.add_argument("--dir", required=True, help="working folder: configuration, logs, state")
     ap.add_argument("--task-managers", type=int, default=2)
+    ap.add_argument("--input", action="append", default=[], metavar="PATTERN",
+                    help="args: the job's input files (a glob; repeatable): the parallelism grows with their bytes, "
+                         f"one subtask per {SUBTASK_INPUT_BYTES:,} bytes at least (a compressed file counts its own "
+                         "size: give --parallelism yourself then)")
     a = ap.parse_args(argv)
     if a.action == "start":
         if (Path(a.dir) / _STATE).exists():
@@ -533,7 +563,10 @@ def main(argv=None) -> int:
             print(f"--job_endpoint={NO_CLUSTER_ENDPOINT}")
         return 1
     if a.action == "args":
-        print(" ".join(c.runner_args()))
+        import glob
+
+        files = {f for pattern in a.input for f in glob.glob(os.path.expanduser(pattern), recursive=True)}
+        print(" ".join(c.runner_args(input_bytes=sum(os.path.getsize(f) for f in files if os.path.isfile(f)))))
     else:
         c.stop()
         print(f"stopped; logs kept in {c.log_dir}")
