@@ -269,12 +269,33 @@ class _ParquetSink(_ShardSink):
         self._writer = pq.ParquetWriter(fh, self.schema, **PARQUET_WRITER_OPTIONS)
 
     def write(self, record) -> None:
-        self._writer.write_table(record[1])
+        try:
+            self._writer.write_table(record[1])
+        except BaseException:
+            self._abandon()
+            raise
 
     def flush(self) -> None:
         if self._writer is not None:
-            self._writer.close()
+            try:
+                self._writer.close()
+            except BaseException:
+                self._abandon()
+                raise
             self._writer = None
+
+    def _abandon(self) -> None:
+        """A write that failed, or a bundle that failed before this file's ``flush`` (a full disk, ``ulimit
+        -f``): the file is cut short and goes with its stage, and the writer is never closed again —
+        pyarrow's ``ParquetWriter.__del__`` would write the footer into the full disk once more when the
+        failed bundle's sinks are collected, each time an ``Exception ignored … OSError: [Errno 27]``
+        traceback on stderr after the command's one line (the loop's audit stage under ``ulimit -f``: two)."""
+        if self._writer is not None:
+            self._writer.is_open = False
+            self._writer = None
+
+    def __del__(self):  # never flushed: a failed bundle's sink (runs before its writer's own __del__)
+        self._abandon()
 
 
 class _Outputs:
