@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Optional, TextIO
 
-__all__ = ["OutputFolderError", "entry_point", "environment_failure", "runner_start_failure", "guarded", "interruption", "safe_streams", "say",
+__all__ = ["OutputFolderError", "OutputWriteError", "writing", "entry_point", "environment_failure", "runner_start_failure", "guarded", "interruption", "safe_streams", "say",
            "uninterrupted", "note_stage", "forget_stage", "note_published", "expect_output", "command_output",
            "GRACE_SECONDS"]
 
@@ -122,16 +122,17 @@ def output_state(output: str, existed: bool) -> str:
     return f"nothing was written ({output} was not created)"
 
 
-def failed_state(output: Optional[str], existed: bool) -> str:
+def failed_state(output: Optional[str], existed: bool, kind: str = "output folder") -> str:
     """What a failed run left, each thing said once (trial40b B7: "nothing was published (the output folder
     X is untouched (as it was before the run; nothing published))"): ``nothing was published; the output
     folder X is untouched (as it was before the run)``; a folder that did not exist, :func:`output_state`'s
     ``nothing was written (X was not created)``, as every line says it; no output folder known,
-    ``nothing was published (the output folder, if any, is as it was)``."""
+    ``nothing was published (the output folder, if any, is as it was)``. ``kind``: what ``output`` is
+    (``output file``: ``compare --json``'s file, the converter's output)."""
     if output is None:
         return "nothing was published (the output folder, if any, is as it was)"
     if existed:
-        return f"nothing was published; the output folder {output} is untouched (as it was before the run)"
+        return f"nothing was published; the {kind} {output} is untouched (as it was before the run)"
     return output_state(output, False)
 
 
@@ -452,6 +453,55 @@ class OutputFolderError(ValueError):
     of ``os.makedirs``): a one-line usage error, exit code 2, before any pipeline runs."""
 
 
+class OutputWriteError(OSError):
+    """The machine's storage or limits (:data:`_ENVIRONMENT_ERRNOS`: a full disk, a quota, a read-only file
+    system, ``ulimit -f`` / ``-n``, a failing device) stopped a command while it wrote its output: the one
+    error every command and API raises for it (:func:`writing`), in place of the raw ``OSError`` or Beam's
+    ``RuntimeError('OSError: [Errno 28] …')``. ``errno`` and ``strerror`` are the machine's, ``filename`` the
+    output folder (or file) named, ``str()`` one line: the errno's text, its hint, the file or pipeline step
+    (:func:`environment_failure`), then what is left of the output (:func:`failed_state`). The console says
+    ``<prog>: error: the <command> stopped: <that line>``, exit code 1 (:func:`guarded`)."""
+
+    def __init__(self, code: int, why: str, state: str, output: str):
+        super().__init__(code, os.strerror(code), output)
+        self.why, self.state = why, state
+
+    def __str__(self) -> str:
+        return f"{self.why}; {self.state}"
+
+    def __reduce__(self):  # pickled as it was made (a Beam worker's exception crosses processes)
+        return type(self), (self.errno, self.why, self.state, self.filename)
+
+
+@contextlib.contextmanager
+def writing(output: str, existed: Optional[bool] = None, kind: str = "output folder",
+            left: Optional[str] = None) -> Iterator[None]:
+    """The one place a failure of the machine while a command writes ``output`` becomes the package's
+    error: an exception of the block in which :func:`environment_failure` finds the machine's storage or
+    limits (a raw ``OSError``, Beam's wrapping of a worker's, SQLite's 'database or disk is full') is
+    raised as :class:`OutputWriteError` naming ``output``; any other exception passes unchanged.
+    Every writer of outputs runs its writes inside it: :func:`~fair_forge_beam.reports.output_folder.staged_output`
+    (the audit, ``rollup``, the loop's stages, ``explain``, ``generate``, ``run_assistant``) and
+    :func:`~fair_forge_beam.io.write.replace_files` (``trend``, ``compare --json``, the reports, ``optimize``'s files).
+
+    ``existed``: whether ``output`` was there before the command (default: a local path is looked at now,
+    a URL counts as existing); ``kind``: ``output folder`` or ``output file``; ``left``: what the output
+    holds after the failure, when :func:`failed_state` would not say it (``optimize``'s ``work/``)."""
+    output = str(output)
+    if existed is None:
+        existed = "://" in output or os.path.lexists(output)
+    try:
+        yield
+    except OutputFolderError:
+        raise  # a usage error (made from an OSError: its context)
+    except Exception as exc:  # noqa: BLE001 - only the machine's failures are turned; the rest is raised as it is
+        # (a nested writer's OutputWriteError too: the outer output is named, the user's folder, not its stage)
+        found = _machine_failure(exc)
+        if found is None:
+            raise
+        raise OutputWriteError(found[0], found[1], left or failed_state(output, existed, kind), output) from exc
+
+
 #: what the machine, not the run, ran out of or refused: a full disk or quota, a read-only file
 #: system, a file size limit (``ulimit -f``: EFBIG), the open-file limits of the process or the
 #: system (``ulimit -n``: EMFILE, ENFILE) and a failing device (EIO). The run's own errors keep
@@ -460,6 +510,10 @@ _ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, err
 #: what to do about each, said after the errno's text
 _ENVIRONMENT_HINTS = {errno.EFBIG: "the file size limit, ulimit -f", errno.EMFILE: "the open-file limit, ulimit -n",
                       errno.ENFILE: "the system's open-file limit"}
+
+
+#: the unique name a whole file is written under before its rename (``<path>.<hex>.partial``: io.write)
+_PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")
 
 
 def _chain(exc: BaseException):
@@ -479,21 +533,30 @@ def environment_failure(exc: BaseException) -> Optional[str]:
     quota exceeded, a read-only file system — found in ``exc``, its causes and contexts, or the
     text a Beam runner wraps a worker's ``OSError`` in (``RuntimeError: OSError: [Errno 28] …
     [while running 'WriteParquet/…']``); None for any other failure."""
+    found = _machine_failure(exc)
+    return found[1] if found else None
+
+
+def _machine_failure(exc: BaseException) -> Optional[tuple]:
+    """``(errno, line)`` of :func:`environment_failure` (SQLite's full database is ENOSPC), or None."""
     for e in _chain(exc):
+        if isinstance(e, OutputWriteError):  # said already, with where it happened
+            return e.errno, e.why
         if "database or disk is full" in str(e):  # SQLite's ENOSPC (SQLITE_FULL), also as Beam wraps it
             step = re.search(r"\[while running '([^']*)'\]", str(e))
-            return os.strerror(errno.ENOSPC) + " (SQLite: database or disk is full)" + (
+            return errno.ENOSPC, os.strerror(errno.ENOSPC) + " (SQLite: database or disk is full)" + (
                 f" (in the pipeline's step {step.group(1)})" if step else "")
         if isinstance(e, OSError) and e.errno in _ENVIRONMENT_ERRNOS:
-            where = f" ({e.filename})" if e.filename else ""
+            # the file the user knows, not the partial name it was being written under (io.write.replace_file)
+            where = f" ({_PARTIAL.sub('', str(e.filename))})" if e.filename else ""
             hint = f" ({_ENVIRONMENT_HINTS[e.errno]})" if e.errno in _ENVIRONMENT_HINTS else ""
-            return f"{os.strerror(e.errno)}{hint}{where}"
+            return e.errno, f"{os.strerror(e.errno)}{hint}{where}"
         for m in re.finditer(r"\[Errno (\d+)\]", str(e)):
             if int(m.group(1)) in _ENVIRONMENT_ERRNOS:
                 step = re.search(r"\[while running '([^']*)'\]", str(e))
                 code = int(m.group(1))
                 hint = f" ({_ENVIRONMENT_HINTS[code]})" if code in _ENVIRONMENT_HINTS else ""
-                return os.strerror(code) + hint + (f" (in the pipeline's step {step.group(1)})" if step else "")
+                return code, os.strerror(code) + hint + (f" (in the pipeline's step {step.group(1)})" if step else "")
     return None
 
 
@@ -689,6 +752,10 @@ def _guarded(run_command, command: str, prog: str, owned: bool = False) -> int:
                     raise
                 raise KeyboardInterrupt from exc  # as Beam re-raised it from a worker's step
             return 128 + (signum or signal.SIGINT)
+        written = next((e for e in _chain(exc) if isinstance(e, OutputWriteError)), None)
+        if written is not None:  # the machine stopped a writer: the error names its output and what it left
+            say(f"{prog}: error: the {command} stopped: {written}", file=sys.stderr)
+            return 1
         why = environment_failure(exc) or worker_start_failure(exc)
         if why is None:
             why = runner_start_failure(exc)

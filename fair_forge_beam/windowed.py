@@ -279,10 +279,13 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
         if problem:
             raise ValueError(problem)
         out = prepare_output_folder(args.output, FileSystems)  # an earlier stream's leftovers only, never a user's file
-        from fair_forge_beam.console import note_in_place
+        from fair_forge_beam.console import note_in_place, writing
 
         note_in_place(out)
-        return _run_windowed_into(out, out, args, options, source, spec, metrics, transforms, mode, unbounded=True)
+        # the machine's failure (a full disk): OutputWriteError naming the folder, which holds what fired before it
+        with writing(out, True, left=f"the output folder {out} holds what the stream wrote before the failure (the files "
+                                     "of the windows that fired, if any; a streaming run writes in place)"):
+            return _run_windowed_into(out, out, args, options, source, spec, metrics, transforms, mode, unbounded=True)
     with staged_output(args.output) as stage:  # an exception (an empty run too) leaves --output untouched
         return _run_windowed_into(stage, args.output.rstrip("/") or ".", args, options, source, spec, metrics,
                                   transforms, mode, empty_check=not getattr(args, "allow_empty", False))

@@ -107,25 +107,32 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     evaluator = handler(args.evaluator_model) if args.evaluator_model else model
     cls = GEPAOptimizer if args.method == "gepa" else MIPROv2Optimizer
     target = f"{cls.__module__}:{cls.__name__}"
-    os.makedirs(args.output, exist_ok=True)
-    result = cls.run(datasets, model, seed_prompt, executor=executor, evaluator=evaluator,
-                     workdir=os.path.join(args.output, "work"), pipeline_args=beam_args, **constructor_kwargs(target, vars(args)))
-    out = result.to_dict()
-    dead = out.pop("dead_letters")
-    out["method"] = args.method
-    from fair_forge_beam.io.write import to_json_line
+    from fair_forge_beam.console import writing
 
-    from fair_forge_beam.io.write import replace_files
+    # the machine's failure (a full disk, ulimit -f) while the optimizer writes: one OutputWriteError naming --output
+    left = (f"nothing was published: result.json, dead_letter.jsonl and report.html in {args.output} are as they were "
+            "before the run (its work/ folder keeps the evaluation shards written so far)")
+    with writing(args.output, os.path.lexists(args.output), left=left):
+        os.makedirs(args.output, exist_ok=True)
+        result = cls.run(datasets, model, seed_prompt, executor=executor, evaluator=evaluator,
+                         workdir=os.path.join(args.output, "work"), pipeline_args=beam_args, **constructor_kwargs(target, vars(args)))
+        out = result.to_dict()
+        dead = out.pop("dead_letters")
+        out["method"] = args.method
+        from fair_forge_beam.io.write import to_json_line
 
-    files = [(os.path.join(args.output, "result.json"), to_json_line(out) + "\n"),
-             (os.path.join(args.output, "dead_letter.jsonl"), "".join(to_json_line(d) + "\n" for d in dead))]
-    if not args.no_report:
-        from fair_forge_beam.reports.tool_reports import render_optimizer_report
+        from fair_forge_beam.io.write import replace_files
 
-        params = {"model": args.model, "executor_model": value(args, "executor_model"),
-                  "evaluator_model": value(args, "evaluator_model"), **constructor_kwargs(target, vars(args))}
-        files.append((os.path.join(args.output, "report.html"), render_optimizer_report(out, dead, params, seed_prompt)))
-    replace_files(files)  # all of them or none (a full disk leaves the folder's files as they were)
+        files = [(os.path.join(args.output, "result.json"), to_json_line(out) + "\n"),
+                 (os.path.join(args.output, "dead_letter.jsonl"), "".join(to_json_line(d) + "\n" for d in dead))]
+        if not args.no_report:
+            from fair_forge_beam.reports.tool_reports import render_optimizer_report
+
+            params = {"model": args.model, "executor_model": value(args, "executor_model"),
+                      "evaluator_model": value(args, "evaluator_model"), **constructor_kwargs(target, vars(args))}
+            files.append((os.path.join(args.output, "report.html"), render_optimizer_report(out, dead, params, seed_prompt)))
+        replace_files(files)  # all of them or none (a full disk leaves the folder's files as they were)
+
     def shown(score) -> str:
         return "none" if score is None else f"{score:.4f}"
 

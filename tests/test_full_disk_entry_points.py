@@ -10,7 +10,9 @@ and a read-only bind mount in a mount namespace of the child's own (``unshare -m
 said "the output folder, if any, is as it was" instead of naming it."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +20,12 @@ from pathlib import Path
 import pytest
 
 from helpers import FNAPI, REPO
+from test_trend import doc, tox
 
 HH = REPO / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
-#: bytes any file of the child may hold
-LIMIT = 4096
+#: bytes any file of the child may hold: trend.json (4.3 KB), the comparison (1.8 KB), report.html (55 KB), a
+#: roll-up's staged copies and the template metadata are larger
+LIMIT = 1024
 
 
 def _env() -> dict:
@@ -37,6 +41,195 @@ def _limited(limit: int = LIMIT):
 
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     return preexec
+
+
+def _run(folder: Path, started: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(doc("bayesian", [tox("overall", 1, 10, 3)])), encoding="utf-8")
+    (folder / "run_info.json").write_text(json.dumps({"started_at": started}), encoding="utf-8")
+    return folder
+
+
+def _listing(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+#: the child: each call under the limit, what it raised (type, errno, filename, text) as one JSON line
+CALLS = r"""
+import gc, json, sys
+calls = json.loads(sys.argv[1])
+for name, module, function, argv in calls:
+    import importlib
+    try:
+        got = {"returned": getattr(importlib.import_module(module), function)(*argv)}
+    except BaseException as exc:
+        got = {"type": type(exc).__module__ + "." + type(exc).__name__, "errno": getattr(exc, "errno", None),
+               "filename": getattr(exc, "filename", None), "text": str(exc)}
+    gc.collect()  # a failed bundle's writers collected now: nothing may be said of them (pyarrow's __del__)
+    print("@" + json.dumps({"name": name, **got}), flush=True)  # a command's own lines (compare's table) apart
+"""
+
+
+def _calls(tmp_path: Path, calls: list, limit: int = LIMIT) -> tuple:
+    proc = subprocess.run([sys.executable, "-c", CALLS, json.dumps(calls)], cwd=tmp_path, env=_env(),
+                          preexec_fn=_limited(limit), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {r["name"]: r for r in (json.loads(line[1:]) for line in proc.stdout.splitlines() if line[:1] == "@")}, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory) -> Path:
+    """An audit's run folder with its stored statistics (what a roll-up reads)."""
+    from pipelines import audit
+
+    out = tmp_path_factory.mktemp("disk46") / "a1"
+    audit.run(["--input", str(HH), "--metrics", "humanity", "--output", str(out), f"--runner={FNAPI}", "--quiet"])
+    return out
+
+
+@pytest.mark.slow
+def test_rollup_trend_compare_and_the_report_from_python_raise_the_one_error_naming_the_output(tmp_path, audited):
+    """EFBIG from Python: rollup raised Beam's RuntimeError('OSError: [Errno 27] …'), trend and compare the raw
+    OSError naming nothing, write_report left a report.html cut at 4096 bytes in the run folder."""
+    a = _run(tmp_path / "runs" / "a", "2026-12-01T00:00:00Z")
+    b = _run(tmp_path / "runs" / "b", "2026-12-02T00:00:00Z")
+    tr, cmp_json, rolled = tmp_path / "tr", tmp_path / "cmp" / "c.json", tmp_path / "week"
+    (tmp_path / "cmp").mkdir()
+    tr.mkdir()
+    (tr / "trend.json").write_text("the last good trend", encoding="utf-8")
+    report = tmp_path / "run"
+    shutil.copytree(audited, report)
+    before = _listing(report)
+    got, err = _calls(tmp_path, [
+        ["trend", "pipelines.trend", "main", [[str(a), str(b), "--output", str(tr), "--no-plots", "--quiet"]]],
+        ["trend_new", "pipelines.trend", "main", [[str(a), "--output", str(tmp_path / "new"), "--no-plots", "--quiet"]]],
+        ["compare", "fair_forge_beam.reports.compare", "main", [[str(b), str(a), "--json", str(cmp_json)]]],
+        ["rollup", "fair_forge_beam.rollup", "main", [["--from", str(audited), "--output", str(rolled), "--quiet",
+                                                       f"--runner={FNAPI}"]]],
+        ["report", "fair_forge_beam.reports.html", "write_report", [str(report)]],
+    ])
+    hint = "File too large (the file size limit, ulimit -f)"
+    assert sorted(got) == ["compare", "report", "rollup", "trend", "trend_new"], got
+    for name, output, state in (
+            ("trend", tr, f"nothing was published; the output folder {tr} is untouched (as it was before the run)"),
+            ("trend_new", tmp_path / "new", f"nothing was written ({tmp_path / 'new'} was not created)"),
+            ("compare", cmp_json, f"nothing was written ({cmp_json} was not created)"),
+            ("rollup", rolled, f"nothing was written ({rolled} was not created)"),
+            ("report", report, f"nothing was published; the output folder {report} is untouched")):
+        r = got[name]
+        assert r.get("type") == "fair_forge_beam.console.OutputWriteError", (name, r)
+        assert r["errno"] == 27 and r["filename"] == str(output), (name, r)
+        assert r["text"].startswith(hint) and state in r["text"] and "\n" not in r["text"], (name, r)
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+    # nothing half-written left: the trend's folder as it was, no folder made, no stage, no .partial
+    assert _listing(tr) == {"trend.json": b"the last good trend"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cmp", "run", "runs", "tr"]
+    assert not list((tmp_path / "cmp").iterdir())
+    assert _listing(report) == before  # report.html whole, as it was (was cut at 4096 bytes)
+
+
+@pytest.mark.slow
+def test_the_command_lines_say_one_line_naming_the_output_and_exit_1(tmp_path):
+    """trend's line said "nothing was published (the output folder, if any, is as it was)"; the template
+    metadata and the converter called a full disk a usage error (exit code 2)."""
+    a = _run(tmp_path / "a", "2026-12-01T00:00:00Z")
+    b = _run(tmp_path / "b", "2026-12-02T00:00:00Z")
+    tr, meta = tmp_path / "tr", tmp_path / "meta.json"
+    for argv, prog, command, output in (
+            (["pipelines.trend", str(a), str(b), "--output", str(tr), "--no-plots", "--quiet"],
+             "fair-forge-beam trend", "trend", f"nothing was written ({tr} was not created)"),
+            (["fair_forge_beam.reports.compare", str(b), str(a), "--json", str(tmp_path / "c.json")],
+             "fair-forge-beam compare", "comparison", f"nothing was written ({tmp_path / 'c.json'} was not created)"),
+            (["fair_forge_beam.metrics.registry", "--write-template-metadata", str(meta)],
+             "python -m fair_forge_beam.metrics.registry", "template metadata", f"nothing was written ({meta} was not created)")):
+        proc = subprocess.run([sys.executable, "-m", *argv], cwd=tmp_path, env=_env(), preexec_fn=_limited(),
+                              capture_output=True, text=True, timeout=600)
+        err = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(err) == 1, (argv[0], proc.returncode, proc.stderr[-3000:])
+        assert err[0] == (f"{prog}: error: the {command} stopped: File too large (the file size limit, ulimit -f); "
+                          f"{output}"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+def test_a_stage_whose_marker_was_cut_short_is_never_published(tmp_path):
+    """A full disk while the stage's _SUCCESS was written left it empty (the loop's generated/ stage on a 48 KB
+    tmpfs) or half a JSON text; the next run into the folder took the stage for a complete run and published
+    it, after the failed run had said nothing was published."""
+    from fair_forge_beam.reports.output_folder import clean_stale_stages, new_stage_path
+
+    out = tmp_path / "out"
+    for marker in (b"", b'{"run": "2026'):
+        stage = Path(new_stage_path(str(out)))
+        stage.mkdir()
+        (stage / "results.json").write_text("{}", encoding="utf-8")
+        (stage / "_SUCCESS").write_bytes(marker)
+        assert clean_stale_stages(str(out)) == [str(stage)]
+        assert sorted(p.name for p in tmp_path.iterdir()) == []  # removed, not published as out
+
+
+@pytest.mark.slow
+def test_a_publication_the_disk_refuses_leaves_no_stage(tmp_path):
+    """The stage's marker (45 bytes) over a 30-byte ``ulimit -f``: the raw OSError, and the stage left with a
+    marker cut at 30 bytes, which the next run published."""
+    script = r"""
+import json, sys
+from fair_forge_beam.reports.output_folder import staged_output
+try:
+    with staged_output(sys.argv[1]) as stage:
+        open(stage + "/results.json", "w").write("{}")
+except BaseException as exc:
+    print(json.dumps({"type": type(exc).__name__, "errno": getattr(exc, "errno", None), "text": str(exc)}))
+"""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-c", script, str(out)], cwd=tmp_path, env=_env(), preexec_fn=_limited(30),
+                          capture_output=True, text=True, timeout=300)
+    got = json.loads(proc.stdout)
+    assert got == {"type": "OutputWriteError", "errno": 27, "text": "File too large (the file size limit, ulimit -f); "
+                   f"nothing was written ({out} was not created)"}, (got, proc.stderr[-2000:])
+    assert os.listdir(tmp_path) == []
+
+
+def _read_only_mount_works(tmp_path: Path) -> bool:
+    if not shutil.which("unshare") or os.geteuid() != 0:
+        return False
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {probe} {probe} && mount -o remount,bind,ro "
+                           f"{probe} && ! touch {probe}/x 2>/dev/null"], capture_output=True, timeout=60)
+    probe.rmdir()
+    return proc.returncode == 0
+
+
+@pytest.mark.slow
+def test_a_read_only_folder_is_the_one_error_and_one_line(tmp_path, audited):
+    """EROFS (a read-only bind mount in the child's own mount namespace; chmod does not stop root): compare
+    --json said '(…/c.json.<hex>.partial)' and 'the output folder, if any, is as it was'; write_report raised
+    the raw OSError."""
+    if not _read_only_mount_works(tmp_path):
+        pytest.skip("no read-only bind mount here (needs root and unshare -m)")
+    a = _run(tmp_path / "a", "2026-12-01T00:00:00Z")
+    b = _run(tmp_path / "b", "2026-12-02T00:00:00Z")
+    ro = tmp_path / "ro"
+    shutil.copytree(audited, ro)
+    (ro / "c.json").write_text("the last comparison", encoding="utf-8")
+    before = _listing(ro)
+
+    def in_read_only(*argv):
+        return subprocess.run(["unshare", "-m", "sh", "-c", f'mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} '
+                               '&& exec "$@"', "sh", sys.executable, *argv], cwd=tmp_path, env=_env(),
+                              capture_output=True, text=True, timeout=600)
+
+    proc = in_read_only("-m", "fair_forge_beam.reports.compare", str(b), str(a), "--json", str(ro / "c.json"))
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(err) == 1, proc.stderr[-3000:]
+    assert err[0] == (f"fair-forge-beam compare: error: the comparison stopped: Read-only file system ({ro / 'c.json'}); "
+                      f"nothing was published; the output file {ro / 'c.json'} is untouched (as it was before the run)")
+    proc = in_read_only("-c", CALLS, json.dumps([["report", "fair_forge_beam.reports.html", "write_report", [str(ro)]]]))
+    got = json.loads(proc.stdout.strip()[1:])
+    assert got["type"] == "fair_forge_beam.console.OutputWriteError" and got["errno"] == 30, (got, proc.stderr[-2000:])
+    assert got["filename"] == str(ro) and got["text"].startswith(f"Read-only file system ({ro / 'report.html'}); "
+                                                                 f"nothing was published; the output folder {ro} is untouched")
+    assert _listing(ro) == before
 
 
 @pytest.mark.slow

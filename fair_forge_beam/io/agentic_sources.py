@@ -510,6 +510,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                        if f and f not in ("ground_truth", "none")], "output")
     except ValueError as exc:
         p.error(str(exc))
+    from fair_forge_beam.console import OutputWriteError
     from fair_forge_beam.io.read import ReadError
     from fair_forge_beam.io.paths import write_text_output
 
@@ -524,10 +525,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             sys.stderr.write(f"skipped (unreadable): {bad.reason}\n")
         text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sessions if not isinstance(s, ReadError))
         write_text_output(args.output, text)  # '-' or /dev/stdout: standard output
+    except OutputWriteError:  # the machine's (a full disk): exit code 1, one line (console.guarded)
+        raise
     except (ValueError, OSError) as exc:
         p.error(plain_reason(exc))
     return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from fair_forge_beam.console import entry_point
+
+    sys.exit(entry_point(main, "conversion", prog="python -m fair_forge_beam.io.agentic_sources"))

@@ -124,16 +124,16 @@ def is_standard_output(path: Any) -> bool:
 
 def write_text_output(path: str, text: str) -> None:
     """Write ``text`` (UTF-8) to the output file ``path``, whole or not at all
-    (:func:`~fair_forge_beam.io.write.replace_file`), or to standard output when ``path`` means it
-    (:func:`is_standard_output`)."""
+    (:func:`~fair_forge_beam.io.write.replace_files`: the machine's failure is an
+    :class:`~fair_forge_beam.console.OutputWriteError` naming the file), or to standard output when
+    ``path`` means it (:func:`is_standard_output`)."""
     if is_standard_output(path):
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    from fair_forge_beam.io.write import replace_file
+    from fair_forge_beam.io.write import replace_files
 
-    data = text.encode("utf-8")
-    replace_file(path, lambda f: f.write(data))
+    replace_files([(path, text)])
 
 
 def check_output_file(output: str, reads: Sequence[str] = (), option: str = "--output", stdout: bool = True) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 from typing import Any, Callable, Optional
 
 from fair_forge_beam._beam import beam
@@ -493,7 +494,6 @@ def keep_metadata(existing: str, new: str, writing: bool = False) -> None:
     where"): a run's stage before it is swapped in (and when it is made, so what is created inside
     it gets a setgid folder's group and a default ACL as it would have in the folder itself), and
     a whole file replaced by a rename (:func:`replace_file`, :func:`replace_files`) — trial37 T4."""
-    import os
     import shutil
     import stat
 
@@ -536,14 +536,28 @@ def _remove_quietly(paths: list) -> None:
             pass
 
 
-def replace_files(files) -> list:
+def replace_files(files, output: Optional[str] = None, existed: Optional[bool] = None) -> list:
     """Publish several whole files together, all or nothing (local or remote, Beam's ``FileSystems``):
     ``files`` is a sequence of ``(path, data)``, ``data`` bytes or text (written UTF-8). Returns the paths.
 
     Every file is written in full under a unique ``<path>.<hex>.partial`` name first; only when all
     are written are they renamed onto their paths. A failure while writing (a full disk: ``ENOSPC``,
-    a quota, ``ulimit -f``) removes the partial files and leaves every path as it was, then re-raises
-    (the commands' 'nothing was published' is then true). The renames themselves need no space."""
+    a quota, ``ulimit -f``) removes the partial files and leaves every path as it was, then raises
+    :class:`~fair_forge_beam.console.OutputWriteError` naming ``output`` (default: the one file, or the
+    folder of several) and saying it is as it was (``existed``: whether it was there before the command;
+    default, looked at now); the commands' 'nothing was published' is then true. The renames themselves
+    need no space."""
+    from fair_forge_beam.console import writing
+
+    files = [(str(path), data) for path, data in files]
+    if output is None:  # the one file, or the folder of several (optimize's three, in its --output)
+        folders = {os.path.dirname(p) or "." for p, _ in files}
+        output = files[0][0] if len(files) == 1 else folders.pop() if len(folders) == 1 else ", ".join(p for p, _ in files)
+    with writing(output, existed, "output file" if len(files) == 1 and output == files[0][0] else "output folder"):
+        return _replace_files(files)
+
+
+def _replace_files(files: list) -> list:
     import uuid
 
     from apache_beam.io.filesystems import FileSystems

@@ -566,12 +566,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     from fair_forge_beam.io.write import replace_files
 
+    from fair_forge_beam.console import OutputWriteError
+
     try:  # whole, or the old file kept (a kill mid-write truncated it)
         replace_files([(args.write_template_metadata, template_metadata_text(METRICS))])
+    except OutputWriteError:  # the machine's (a full disk): exit code 1, one line (console.guarded)
+        raise
     except OSError as exc:  # one line, as every command (trial 28f B10's class)
         p.error(plain_reason(exc))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from fair_forge_beam.console import entry_point
+
+    raise SystemExit(entry_point(main, "template metadata", prog="python -m fair_forge_beam.metrics.registry"))

@@ -502,9 +502,10 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
 
     Raises:
         FileNotFoundError: no ``results.json`` (when ``doc`` is not given) or baseline run.
+        fair_forge_beam.console.OutputWriteError: the machine refused the files (a full disk, a read-only
+            folder, ``ulimit -f``); ``report.html`` and ``comparison.json`` are as they were.
     """
     import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
-    from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam._gc import unscanned_imports
     from fair_forge_beam.reports.compare import compare_runs
@@ -518,15 +519,14 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     run_dir = run_dir.rstrip("/") or "."
     doc = doc if doc is not None else read_results(run_dir)
     run_info = run_info if run_info is not None else read_run_info(run_dir)
-    cmp = None
+    cmp, files = None, []
     if compare_with is not None:
         # both runs' run_info: the section states every differing setting and version, as --compare's warnings do
         # both run folders: the section says the data they share, as the console does (trial35b B3)
         cmp = compare_runs(doc, compare_with, current_info=run_info or None, baseline_info=compare_info,
                            current_dir=run_dir, current_name=shown,
                            baseline_dir=compare_dir or (compare_with if isinstance(compare_with, str) else None))
-        with FileSystems.create(f"{run_dir}/comparison.json") as f:
-            f.write(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+        files.append((f"{run_dir}/comparison.json", json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False)))
     from fair_forge_beam.io.secrets import gate_texts, name_texts, scrub_known, scrub_known_text, scrub_shown
 
     # the page is composed of our words and of the records' values masked (values from outside: a key
@@ -542,9 +542,12 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
     import html as _html
 
     names |= {_html.escape(n) for n in names}  # as the page spells them
-    with FileSystems.create(out_path) as f:
-        # defence at the writer: API-key values masked, never a name (issue 28)
-        f.write(scrub_known_text(html, names).encode("utf-8"))
+    files.append((out_path, scrub_known_text(html, names)))  # defence at the writer: API-key values masked, never a name
+    from fair_forge_beam.io.write import replace_files
+
+    # each file whole or none (a full disk: report.html and comparison.json as they were, never cut short), the
+    # machine's failure an OutputWriteError naming the run's folder
+    replace_files(files, output=run_dir if len(files) > 1 or out_path == f"{run_dir}/report.html" else None)
     return out_path
 
 

@@ -74,6 +74,10 @@ def write_launcher_reports(out: str, doc: dict, run_info: dict, baseline: Option
                          run_info=run_info, gates=gates, compare_info=baseline_info, gate_outcome=outcome,
                          dead_letters=dead_letters, compare_dir=baseline_dir, shown=shown)
         except Exception as exc:  # noqa: BLE001 - the report's fault never discards a finished run (trial37 T2)
+            from fair_forge_beam.console import environment_failure
+
+            if environment_failure(exc):  # the machine's (a full disk, ulimit -f), not the report's: the run stops
+                raise
             return written, _report_failed(out, shown, exc)
         written += ["report.html"] + (["comparison.json"] if baseline is not None else [])
     elif baseline is not None:

@@ -607,10 +607,15 @@ def publish_stage(stage: str, out: str, owned: Iterable[str] = OWNED_OUTPUTS,
     _remove_temporaries(stage)
     if prepare is not None:
         prepare(stage)
-    if _is_local(target) and os.path.dirname(stage) == os.path.dirname(target) and not _stage_inside(target):
+    if _swaps(stage, target):
         _swap(stage, target, run_id, tuple(owned))
     else:
         _copy_publish(stage, target, run_id, tuple(owned))
+
+
+def _swaps(stage: str, target: str) -> bool:
+    """Whether ``stage`` is published by exchanging it with ``target`` (a local sibling), not copied."""
+    return _is_local(target) and os.path.dirname(stage) == os.path.dirname(target) and not _stage_inside(target)
 
 
 def _swap(stage: str, target: str, run_id: str, owned: tuple) -> None:
@@ -686,7 +691,7 @@ def _carry_user_files(old: str, new: str, owned: tuple) -> None:
 def _copy_publish(stage: str, target: str, run_id: str, owned: tuple) -> None:
     fs = _fs()
     local = _is_local(target)
-    if _read_marker(stage) is None:
+    if not _read_marker(stage):
         _write_marker(stage, run_id)  # the stage is complete: a run killed below is completed from it
     files = [p for p in _list_files(stage) if p != fs.join(stage, MARKER)]
     if fs.exists(fs.join(target, MARKER)):
@@ -779,8 +784,10 @@ def clean_stale_stages(out: str) -> list[str]:
 
 
 def _settle(stage: str, target: str) -> None:
-    """A killed run's stage: published when it is complete and the folder is not, else removed."""
-    if _read_marker(stage) is not None and _read_marker(target) is None:
+    """A killed run's stage: published when it is complete and the folder is not, else removed. A stage is
+    complete when its marker names its run (a marker cut short by a full disk, empty or half a JSON text,
+    names none: the stage is removed, never published)."""
+    if _read_marker(stage) and _read_marker(target) is None:
         log.warning("completing the publication of %s (a run killed while publishing it)", stage)
         publish_stage(stage, target)
     else:
@@ -889,11 +896,11 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
             os.makedirs(os.path.dirname(stage), exist_ok=True)
         except OSError as exc:
             raise OutputFolderError(_os_problem("--output", out, exc)) from None
-    from fair_forge_beam.console import forget_stage, note_published, note_stage, uninterrupted
+    from fair_forge_beam.console import forget_stage, note_published, note_stage, uninterrupted, writing
 
     note_stage(stage, out, existed)  # an interrupt that ends the process before this block does removes it (console)
-    try:
-        with (_stage_lock(stage) if local else contextlib.nullcontext(True)):
+    try:  # the machine's failure while the run writes (a full disk, ulimit -f): OutputWriteError naming out
+        with writing(out, existed), (_stage_lock(stage) if local else contextlib.nullcontext(True)):
             if local:
                 try:
                     os.makedirs(stage)
@@ -918,11 +925,27 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
                 with contextlib.suppress(Exception):
                     _remove_tree(stage)
                 raise
-            with uninterrupted():  # Ctrl-C / SIGTERM during the swap: raised once the outputs are whole
-                publish_stage(stage, out, owned)
-                note_published(out)
+            try:
+                with uninterrupted():  # Ctrl-C / SIGTERM during the swap: raised once the outputs are whole
+                    publish_stage(stage, out, owned)
+                    note_published(out)
+            except BaseException:
+                _unpublished(stage, out)
+                raise
     finally:
         forget_stage(stage)
+
+
+def _unpublished(stage: str, out: str) -> None:
+    """A publication of ``stage`` failed (a full disk writing its marker, ``ulimit -f``): the stage goes
+    when ``out`` still holds the previous run — a local swap fails before its one exchange — or when the
+    stage has no whole marker, so that no later run takes it for a complete one and publishes it
+    (:func:`_settle`; a 0-byte ``_SUCCESS`` was left in the loop's stage on a full disk). A copy to an
+    object store cut short keeps its complete stage: the next run completes the publication from it."""
+    target = _target(_normalise(out))
+    with contextlib.suppress(Exception):
+        if _swaps(_normalise(stage), target) or not _read_marker(stage):
+            _remove_tree(stage)
 
 
 def finished_run_problem(output: str, filesystems=None) -> Optional[str]:

@@ -932,7 +932,8 @@ def write_trend(patterns: Sequence[str], output: str = DEFAULT_OUTPUT, slices: S
     try:  # both files or neither (a full disk: the folder is as it was); the page's text masked too, never a name in it
         with uninterrupted():  # Ctrl-C / SIGTERM while writing: raised once both files are in place
             written = replace_files([(f"{out}/trend.json", trend_json(trend)),
-                                     (f"{out}/trend.html", scrub_known_text(html, page_names))])
+                                     (f"{out}/trend.html", scrub_known_text(html, page_names))],
+                                    output=out, existed=not made)  # the machine's failure names the folder
             note_published(out)
     except BaseException:
         if made:  # the folder made for them goes too
