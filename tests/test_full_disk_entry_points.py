@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers import FNAPI, REPO
-from test_trend import doc, tox
+from test_full_disk import _run  # a run folder of results.json and run_info.json
 
 HH = REPO / "fair_forge_beam" / "data" / "examples" / "hh_rlhf_harmless_test_slice.jsonl"
 #: bytes any file of the child may hold: trend.json (4.3 KB), the comparison (1.8 KB), report.html (55 KB), a
@@ -41,13 +41,6 @@ def _limited(limit: int = LIMIT):
 
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     return preexec
-
-
-def _run(folder: Path, started: str) -> Path:
-    folder.mkdir(parents=True)
-    (folder / "results.json").write_text(json.dumps(doc("bayesian", [tox("overall", 1, 10, 3)])), encoding="utf-8")
-    (folder / "run_info.json").write_text(json.dumps({"started_at": started}), encoding="utf-8")
-    return folder
 
 
 def _listing(folder: Path) -> dict:
