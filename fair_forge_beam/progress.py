@@ -432,10 +432,13 @@ class QuietLogs:
     logs one INFO line per request through ``httpx2``, older clients through ``httpx``/``httpcore``/
     ``openai``); drops what Beam logs on the root logger itself below ERROR (``apitools not found``,
     ``Resource module is not available``: a filter on the root logger sees only records logged on
-    it, never those of named loggers); ignores Python warnings. Everything is restored on exit (a
+    it, never those of named loggers), and every other record of Beam's below ERROR at the root
+    logger's handlers (:class:`_BeamBelowErrorsDropped`: the output of Prism's job service, logged on
+    a logger Beam names and sets to INFO itself); ignores Python warnings. Everything is restored on exit (a
     caller running several audits in one process keeps its own settings). Worker processes of
-    other runners (Flink, Prism) configure their own logging; the multi-processing runner's workers
-    inherit it (:mod:`fair_forge_beam.sdk_worker`)."""
+    other runners (Flink, Prism) configure their own logging (what they send back through Beam is Beam's
+    record, dropped below ERROR); the multi-processing runner's workers inherit it
+    (:mod:`fair_forge_beam.sdk_worker`)."""
 
     NAMES = ("fair_forge_beam", "apache_beam") + HTTP_CLIENT_LOGGERS + MODEL_LIBRARY_LOGGERS
 
@@ -455,6 +458,10 @@ class QuietLogs:
                 lg.setLevel(logging.ERROR)
         self.root_filter = _ErrorsOnly()
         logging.getLogger().addFilter(self.root_filter)
+        # Beam's records below ERROR, whatever logger Beam logged them on (a job server's output: trial46 B3)
+        self.handlers = [(h, _BeamBelowErrorsDropped()) for h in logging.getLogger().handlers]
+        for handler, kind in self.handlers:
+            handler.addFilter(kind)
         from fair_forge_beam.sdk_worker import QUIET_WORKERS
 
         # the multi-process SDK workers the run starts inherit it (fair_forge_beam.sdk_worker; trial39 T13)
@@ -469,6 +476,8 @@ class QuietLogs:
             lg.setLevel(level)
         if self.root_filter is not None:
             logging.getLogger().removeFilter(self.root_filter)
+            for handler, kind in self.handlers:
+                handler.removeFilter(kind)
             from fair_forge_beam.sdk_worker import QUIET_WORKERS
 
             if self.worker_env is None:
@@ -516,19 +525,63 @@ class _OneLineRetries(logging.Filter):
         return True
 
 
-class _ServiceStopIsDebug(logging.Filter):
-    """Beam's subprocess server logs every stop of the service it started (the Prism runner's job
-    service, a Java expansion or Flink job server) as a WARNING, ``Really destroying service at
-    localhost:54897 with cmd: (...)``: the normal end of every Prism run, printed after the summary
-    where a user reads it as a fault (trial35 T11). The record is made a DEBUG one: shown only where
-    that logger is enabled for DEBUG. Beam's other records of that logger (a failed start, a port
-    in use, a gRPC channel that would not close) are left as they are."""
+class _ServiceStartAndStopAreDebug(logging.Filter):
+    """Beam's subprocess server logs every start and every stop of the service it started (the Prism
+    runner's job service, a Java expansion or Flink job server) as a WARNING, ``Really starting service
+    at localhost:54897 with cmd: (...)`` and ``Really destroying service at …``: the normal start and
+    end of every Prism run, where a user reads them as faults (trial35 T11: the stop, printed after the
+    summary; trial46 B3: the start, before every Prism run's first line). Each record is made a DEBUG
+    one: shown only where that logger is enabled for DEBUG. Beam's other records of that logger (a
+    failed start, a port in use, a gRPC channel that would not close) are left as they are."""
+
+    ROUTINE = ("Really starting service", "Really destroying service")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno != logging.WARNING or not str(record.msg).startswith("Really destroying service"):
+        if record.levelno != logging.WARNING or not str(record.msg).startswith(self.ROUTINE):
             return True
         record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_BEAM_DIR: Optional[str] = None
+
+#: what Beam's Prism runner names the lines of the Go binary's output it relays
+#: (``apache_beam.runners.portability.prism_runner.PrismRunnerLogFilter``)
+PRISM_RELAYED_NAMES = ("PrismRunner", "SdkWorker@")
+
+
+def _beams_record(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is Beam's: its logger is (``apache_beam.*``); Beam's own code logged it, on
+    the root logger or on a logger Beam names otherwise (its file is under the ``apache_beam``
+    package: a job server's output is logged on a logger named after the job server's class,
+    ``PrismJobServer``, ``FlinkJarJobServer``, by ``apache_beam/utils/subprocess_server.py``); or it
+    is a line of Prism's own output that Beam relays, renamed (:data:`PRISM_RELAYED_NAMES`) and
+    given the Go source's file and line when Prism names them (its ``module``, set where the record
+    was made, stays Beam's ``subprocess_server``)."""
+    global _BEAM_DIR
+    if record.name.startswith("apache_beam"):
+        return True
+    if _BEAM_DIR is None:
+        import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
+        import apache_beam
+
+        _BEAM_DIR = os.path.dirname(os.path.abspath(apache_beam.__file__)) + os.sep
+    return ((record.pathname or "").startswith(_BEAM_DIR) or record.module == "subprocess_server"
+            or record.name.startswith(PRISM_RELAYED_NAMES))
+
+
+class _BeamBelowErrorsDropped(logging.Filter):
+    """``--quiet`` on a handler of the root logger (:meth:`QuietLogs.quiet`): Beam's records
+    (:func:`_beams_record`) below ERROR are dropped where they are written, whichever logger they
+    were logged on. A logger's level or filter holds only for the records logged on that logger,
+    and Beam logs a service's output (Prism's ``Serving JobManagement``, ``pipeline done!``, a Flink job
+    server's Java lines) on a logger of its own naming, set to INFO by Beam itself as the service
+    starts (``SubprocessJobServer.start``): raising ``apache_beam`` to ERROR never reached it (trial46
+    B3: two INFO lines on every quiet Prism run). A handler filter sees each record last, at the level
+    Beam's own filter gave it: Prism's errors are still shown."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or not _beams_record(record)
 
 
 class _BeamWarningsOnce(logging.Filter):
@@ -545,20 +598,9 @@ class _BeamWarningsOnce(logging.Filter):
     def __init__(self):
         super().__init__()
         self._lock = threading.Lock()
-        self._beam_dir = None
-
-    def _is_beams(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith("apache_beam"):
-            return True
-        if self._beam_dir is None:
-            import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
-            import apache_beam
-
-            self._beam_dir = os.path.dirname(os.path.abspath(apache_beam.__file__)) + os.sep
-        return (record.pathname or "").startswith(self._beam_dir)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR or not self._is_beams(record):
+        if record.levelno >= logging.ERROR or not _beams_record(record):
             return True
         try:
             key = (id(self), record.pathname, record.lineno, record.getMessage())  # each handler shows it once
@@ -610,7 +652,7 @@ def cli_logging() -> None:
     """The logging of a command-line entry point: INFO lines with time and logger on stderr,
     Beam's own at WARNING, Beam's retries in one line each (:class:`_OneLineRetries`), and
     apitools' "not found" notice (a Google Cloud extra this package does not need) dropped, the
-    stop of a service Beam started (Prism's job service) a DEBUG record (:class:`_ServiceStopIsDebug`), and a
+    start and stop of a service Beam started (Prism's job service) DEBUG records (:class:`_ServiceStartAndStopAreDebug`), and a
     warning Beam repeats (per worker thread, DoFn or model load) shown once (:class:`_BeamWarningsOnce`).
     The HTTP clients' loggers (:data:`HTTP_CLIENT_LOGGERS`) are at WARNING: their INFO lines are one
     per request (``HTTP Request: POST ... "HTTP/1.1 200 OK"``, 1,488 on a judge run of README's
@@ -632,7 +674,7 @@ def cli_logging() -> None:
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     quiet_http_clients()
     _add_once(logging.getLogger("apache_beam.utils.retry"), _OneLineRetries)
-    _add_once(logging.getLogger("apache_beam.utils.subprocess_server"), _ServiceStopIsDebug)
+    _add_once(logging.getLogger("apache_beam.utils.subprocess_server"), _ServiceStartAndStopAreDebug)
     for handler in logging.getLogger().handlers:
         for kind in (_NoApitoolsNotice, _EnvironmentFailureShownOnce, _BeamWarningsOnce):
             _add_once(handler, kind)

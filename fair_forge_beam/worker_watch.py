@@ -14,7 +14,8 @@ Beam (:func:`fair_forge_beam.beam_pipeline._workers_leave_ctrl_c_to_the_command`
 with a non-zero code or by a signal while the job runs, the other workers are ended (they cannot
 finish the job, and would go on calling a judge), and the main thread, which waits for the job, is
 woken — a ``SIGCHLD`` sent to it, whose handler, installed for the run, raises :class:`WorkerDied`
-there — so that the run fails within a second as any failed job does (6 of 6: 0.2-0.5 s): the stage
+there — so that the run fails as any failed job does (6 of 6: 0.2-0.5 s after the kill; under load 5-15,
+4 of 14 late kills 1.03-1.72 s after it, trial46 B5): the stage
 of its output removed, the output folder as it was, one line on the console
 (:class:`fair_forge_beam.beam_pipeline.WorkerProcessError`). Beam's own thread tracebacks and log
 records of the same death are not printed.

@@ -72,13 +72,17 @@ def stop_if_empty(command: str, doc: dict, what: str, root: str, prog: str) -> N
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
     from pipelines import audit
+    from fair_forge_beam.progress import QuietLogs
     from fair_forge_beam.run_scope import one_run
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, args, audit_parser, audit_args, beam_args, config_gates = parse(argv)
     root = args.output
     audit_args.input, audit_args.output = [os.path.join(root, "run", "dataset.jsonl")], os.path.join(root, "audit")
-    with one_run(), _removed_if_left_empty(root):  # what the stages register in the process is the run's (trial44)
+    # what the stages register in the process is the run's (trial44)
+    with one_run(), QuietLogs() as levels, _removed_if_left_empty(root):
+        if audit_args.quiet:  # the loop's --quiet holds for every stage, not the audit's alone (trial46 B4)
+            levels.quiet()
         return _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, config_gates, argv)
 
 

@@ -35,8 +35,10 @@ when the interval of the difference excludes 0 (verdict ``better``/``worse`` wit
 direction, else ``higher``/``lower``). No change is claimed, and the pair says "too small to
 compare", when either side rests on fewer than two sessions or has a zero-width interval
 (:func:`fair_forge_beam.statistical.slices.too_small_to_compare`). The two runs are treated as
-independent samples; runs that share sessions (a roll-up and a run it merged, two runs of the same
-input) are positively correlated, which makes the interval wider than it should be, never narrower.
+independent samples: a roll-up and a run it merged, or two runs whose statistics hold an audit run in
+common, are never paired (:func:`_comparable_earlier`); two audits in two folders that read the same
+input file are (the rule does not read the inputs), positively correlated, which makes the interval
+wider than it should be, never narrower.
 
 **Coverage.** Per run and metric: interactions scored, interactions not scored and the
 *dead-letter share* = interactions not scored (dead-lettered by the metric's stage) / interactions
