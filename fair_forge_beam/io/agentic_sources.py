@@ -50,6 +50,11 @@ fair_forge_beam.io.agentic_sources tau_bench IN OUT.jsonl`` writes our JSONL.
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: a Ctrl-C while it still imports is one line (trial46 B2)
+    from fair_forge_beam.console import starting
+
+    starting("python -m fair_forge_beam.io.agentic_sources", "conversion")
+
 import ast
 import json
 import os

@@ -8,6 +8,11 @@ directions, reference lines, gate fields, per-interaction Parquet columns — is
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: a Ctrl-C while it still imports is one line (trial46 B2)
+    from fair_forge_beam.console import starting
+
+    starting("python -m fair_forge_beam.metrics.registry", "template metadata")
+
 import functools
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
