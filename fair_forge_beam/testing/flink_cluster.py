@@ -128,6 +128,9 @@ def _set(doc: dict, dotted: str, value) -> None:
 #: subtasks at the benchmark's 100k interactions (42.8 MB of JSONL).
 SUBTASK_INPUT_BYTES = 22_000_000
 
+#: the module the SDK workers of a job sized by its input import (Beam's ``--beam_plugins``)
+WORKER_PLUGIN = "fair_forge_beam.worker_plugin"
+
 
 class FlinkCluster(OwnedGroups):
     """JobManager + ``task_managers`` TaskManagers + Beam's Flink job server, as a context manager.
@@ -216,7 +219,8 @@ class FlinkCluster(OwnedGroups):
     def runner_args(self, parallelism: Optional[int] = None, stage_jars: Optional[bool] = None,
                     input_bytes: Optional[int] = None) -> list[str]:
         """Beam pipeline options that run a pipeline on this cluster with ``parallelism`` (default:
-        :meth:`parallelism_for` ``input_bytes``, the bytes of the job's input files). Every job's
+        :meth:`parallelism_for` ``input_bytes``, the bytes of the job's input files; with them, the SDK workers
+        import :mod:`fair_forge_beam.worker_plugin`, which ends idle bundle processors early). Every job's
         exchanges are written in full before they are read (``--execution_mode_for_batch=BATCH_FORCED``),
         so a job may have more subtasks than the cluster has slots: Flink runs them in waves.
         ``stage_jars`` (default: the cluster's): whether
@@ -243,7 +247,10 @@ class FlinkCluster(OwnedGroups):
             # Beam's job-service timeout (300 s by default) is also the deadline of the state
             # stream the launcher waits on: a longer job would fail with DEADLINE_EXCEEDED.
             "--job_server_timeout=86400",
-        ] + ([] if stage else [f"--pipeline_resources_detector_factory_class={NOTHING_TO_STAGE}"])
+        ] + ([] if stage else [f"--pipeline_resources_detector_factory_class={NOTHING_TO_STAGE}"]) + (
+            # a job sized by its input runs many tasks of a stage in turn on each worker: their idle bundle
+            # processors end after seconds, not Beam's minute (fair_forge_beam.worker_plugin)
+            [f"--beam_plugins={WORKER_PLUGIN}"] if input_bytes else [])
 
     @property
     def detector_jar(self) -> Path:
