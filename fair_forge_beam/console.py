@@ -517,15 +517,20 @@ _PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")
 
 
 def _chain(exc: BaseException):
-    """``exc`` and every exception of its causes and contexts, each once (depth first)."""
+    """``exc`` and every exception of its causes and contexts, each once (depth first), and those a Beam
+    ``BeamIOError`` holds in its ``exception_details`` (a copy or rename of many files: ``{(src, dst): OSError}``;
+    trial46b B3: a roll-up's copy under ``ulimit -f`` printed Beam's 30-line traceback, the errno seen nowhere)."""
     seen, todo = set(), [exc]
     while todo:
         e = todo.pop()
-        if e is None or id(e) in seen:
+        if not isinstance(e, BaseException) or id(e) in seen:
             continue
         seen.add(id(e))
         yield e
         todo += [e.__cause__, e.__context__]
+        details = getattr(e, "exception_details", None)
+        if isinstance(details, dict):
+            todo += list(details.values())
 
 
 def environment_failure(exc: BaseException) -> Optional[str]:

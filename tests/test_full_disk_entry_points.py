@@ -253,3 +253,22 @@ def test_the_loop_under_a_file_size_limit_says_one_line_and_no_writer_traceback(
     assert sorted(p.name for p in out.iterdir()) == ["generated", "run"]
     for stage in ("generated", "run"):
         assert (out / stage / "_SUCCESS").read_text().startswith('{"run": ')
+
+
+def test_a_beam_copy_of_many_files_stopped_by_the_machine_is_the_one_error(tmp_path):
+    """trial46b B3: a roll-up copies the runs' record outputs with Beam's ``FileSystems.copy``, which raises one
+    ``BeamIOError`` holding each file's ``OSError`` in ``exception_details``; under ``ulimit -f`` or on a full disk
+    the command printed Beam's 30-line traceback and Python callers got the ``BeamIOError``."""
+    from apache_beam.io.filesystem import BeamIOError
+
+    from fair_forge_beam.console import OutputWriteError, environment_failure, writing
+
+    for err, said in ((OSError(OSError(27, "File too large")), "File too large (the file size limit, ulimit -f)"),
+                      (OSError(28, "No space left on device"), "No space left on device")):
+        exc = BeamIOError("Copy operation failed", {("a/part-0.parquet", "b/part-0.parquet"): err})
+        assert environment_failure(exc) == said
+        with pytest.raises(OutputWriteError) as got, writing(str(tmp_path / "out")):
+            raise exc
+        assert got.value.errno in (27, 28) and str(tmp_path / "out") in str(got.value)
+    other = BeamIOError("Copy operation failed", {("a", "b"): ValueError("not the machine")})
+    assert environment_failure(other) is None
