@@ -1,27 +1,38 @@
 """fair_forge_beam: fairness, safety and quality metrics for AI assistants as Apache Beam pipelines.
 
 Importing the package has no side effects (no logging configuration, no Beam import): names
-below are loaded on first use. One exception, in a process with a file size limit (``ulimit -f``,
-``RLIMIT_FSIZE``) only: Python then writes no bytecode caches (``sys.dont_write_bytecode``), as
-CPython renames a ``.pyc`` into place even when the limit cut its one ``write`` short, and every
-later import of that module fails (``EOFError: marshal data too short``; trial46 B1). This is the
-first module of the package any process imports (the commands, the SDK workers, the loop's
-stages), so only its own cache and that of ``pipelines/__init__`` (each under 2 KB) are written
-before it.
+below are loaded on first use. One exception, under a file size limit (``ulimit -f``) only: Python
+then writes no bytecode caches, and this module's own, written before it ran, is removed (CPython
+renames a ``.pyc`` into place even when the limit cut it short, and every later import of it failed:
+"marshal data too short"; trial46 B1, trial46b B1).
 
     from fair_forge_beam import Humanity, BayesianMode, ReadInteractions, Retriever
 """
 from __future__ import annotations
 
+import os as _os
 import sys as _sys
 
 try:
     import resource as _resource
 
-    if _resource.getrlimit(_resource.RLIMIT_FSIZE)[0] != _resource.RLIM_INFINITY:
-        _sys.dont_write_bytecode = True
+    _FILE_SIZE_LIMITED = _resource.getrlimit(_resource.RLIMIT_FSIZE)[0] != _resource.RLIM_INFINITY
 except (ImportError, OSError, ValueError):  # pragma: no cover - no resource module (Windows)
-    pass
+    _FILE_SIZE_LIMITED = False
+
+
+def _drop_own_cache(cached) -> None:
+    """Under a file size limit: no more bytecode caches, and the calling module's own (``cached``: its
+    ``__cached__``, written before its code ran, maybe cut by the limit) removed."""
+    if _FILE_SIZE_LIMITED:
+        _sys.dont_write_bytecode = True
+        try:
+            _os.unlink(cached)
+        except (OSError, TypeError):
+            pass
+
+
+_drop_own_cache(globals().get("__cached__"))
 
 from fair_forge_beam._lazy import lazy_exports  # noqa: E402 - after the guard: its cache is the next written
 
