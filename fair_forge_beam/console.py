@@ -33,10 +33,10 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, Optional, TextIO
+from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
 
 __all__ = ["OutputFolderError", "OutputWriteError", "writing", "entry_point", "environment_failure", "runner_start_failure", "guarded", "interruption", "safe_streams", "say",
-           "uninterrupted", "note_stage", "forget_stage", "note_published", "expect_output", "command_output",
+           "uninterrupted", "note_stage", "forget_stage", "note_published", "note_cut", "cut_state", "expect_output", "command_output",
            "GRACE_SECONDS"]
 
 #: seconds the main thread has, after the first SIGINT / SIGTERM, to clean up and say its line before
@@ -60,6 +60,7 @@ class _Folders:
         self.published: list = []  # output folders published by this run
         self.in_place: list = []  # output folders a streaming run writes in place (no stage)
         self.expected: Optional[tuple] = None  # (output folder, existed) the command will write, before its stage
+        self.cut: dict = {}  # output folder -> the stage its copy-based publication is being completed from
 
 
 class _Interrupts:
@@ -112,11 +113,42 @@ def note_stage(stage: str, output: str, existed: Optional[bool] = None) -> None:
         folders.existed[output] = bool(existed)
 
 
+def note_cut(output: str, stage: Optional[str]) -> None:
+    """A copy-based publication of ``stage`` (an object store's, :func:`~fair_forge_beam.reports.output_folder.publish_stage`)
+    has begun changing ``output``: from here until ``note_cut(output, None)`` (its ``_SUCCESS`` marker
+    written) the folder is neither as it was nor complete, and ``stage`` is what completes it (the next
+    run into ``output`` does), so an interrupt's watchdog no longer removes it and every line about
+    ``output`` says so (:func:`cut_state`; it said "untouched")."""
+    folders = _folders()
+    with folders.lock:
+        if stage is None:
+            folders.cut.pop(output, None)
+        else:
+            folders.cut[output] = stage
+    if stage is not None:
+        forget_stage(stage)
+
+
+def cut_state(output: Optional[str]) -> Optional[str]:
+    """What a publication cut short left at ``output`` (:func:`note_cut`), or ``None``."""
+    folders = _folders()
+    with folders.lock:
+        stage = folders.cut.get(output) if output is not None else None
+    if stage is None:
+        return None
+    return (f"the output folder {output} holds a publication cut short (its earlier outputs removed, this run's "
+            f"partly copied, no _SUCCESS marker: readers see an unfinished folder); the next run into it completes "
+            f"this run's publication from {stage}")
+
+
 def output_state(output: str, existed: bool) -> str:
     """What a run that published nothing left at ``output``, the one wording of every line that
     says it (an interrupt's, a failed run's, an empty run's): a folder that existed is as it was,
     one that did not was not created (fresh13: "the output folder X is untouched" was said of a
-    folder that never existed)."""
+    folder that never existed); one whose publication was cut short, :func:`cut_state`."""
+    cut = cut_state(output)
+    if cut is not None:
+        return cut
     if existed:
         return f"the output folder {output} is untouched (as it was before the run; nothing published)"
     return f"nothing was written ({output} was not created)"
@@ -131,6 +163,9 @@ def failed_state(output: Optional[str], existed: bool, kind: str = "output folde
     (``output file``: ``compare --json``'s file, the converter's output)."""
     if output is None:
         return "nothing was published (the output folder, if any, is as it was)"
+    cut = cut_state(output)
+    if cut is not None:
+        return cut
     if existed:
         return f"nothing was published; the {kind} {output} is untouched (as it was before the run)"
     return output_state(output, False)
@@ -284,15 +319,19 @@ def _interrupt_line(command: str, prog: str, signum: Optional[int]) -> str:
         state = (f"the output folder {in_place[-1]} holds what the stream wrote before the interruption (the files of "
                  f"the windows that fired, if any; a streaming run writes in place)")
     elif last is not None and last not in published:  # the folder being written (the loop's audit after its stages')
-        state = output_state(last, existed.get(last, True))
-        if published:
-            state += f"; complete before it: {', '.join(dict.fromkeys(published))}"
+        state = output_state(last, existed.get(last, True)) + _complete_before(published)
     elif published:
         state = f"the output folder {published[-1]} is complete (published before the interruption)"
     else:  # before the command's first stage: its output folder, once known, is named
         state = early_state(*(expected or (None, False)))
     what = f"the {command} had finished" if finished else f"the {command} stopped"
     return f"{prog}: interrupted ({how}): {what}; {state}"
+
+
+def _complete_before(published: Sequence[str]) -> str:
+    """``; complete before it: A, B`` — the folders a command of several stages (the loop) published
+    before the one its line is about — or nothing."""
+    return f"; complete before it: {', '.join(dict.fromkeys(published))}" if published else ""
 
 
 def _remove_stages() -> None:
@@ -757,9 +796,16 @@ def _guarded(run_command, command: str, prog: str, owned: bool = False) -> int:
                     raise
                 raise KeyboardInterrupt from exc  # as Beam re-raised it from a worker's step
             return 128 + (signum or signal.SIGINT)
+        folders = _folders()
+        with folders.lock:
+            published = list(folders.published)
+            outputs = [o for o in folders.outputs if o not in published]
+            existed = dict(folders.existed)
         written = next((e for e in _chain(exc) if isinstance(e, OutputWriteError)), None)
         if written is not None:  # the machine stopped a writer: the error names its output and what it left
-            say(f"{prog}: error: the {command} stopped: {written}", file=sys.stderr)
+            # (and, in the loop, the stages it published before: disk46 left them unsaid)
+            say(f"{prog}: error: the {command} stopped: {written}"
+                f"{_complete_before([o for o in published if o != written.filename])}", file=sys.stderr)
             return 1
         why = environment_failure(exc) or worker_start_failure(exc)
         if why is None:
@@ -767,13 +813,9 @@ def _guarded(run_command, command: str, prog: str, owned: bool = False) -> int:
             if why is None:
                 raise
             why = f"Beam could not start the runner's job server or a service the run needs: {why}"
-        folders = _folders()
-        with folders.lock:
-            outputs = [o for o in folders.outputs if o not in folders.published]
-            existed = dict(folders.existed)
         say(f"{prog}: error: the {command} stopped: {why}; "
-            f"{failed_state(outputs[-1], existed.get(outputs[-1], True)) if outputs else failed_state(None, True)}",
-            file=sys.stderr)
+            f"{failed_state(outputs[-1], existed.get(outputs[-1], True)) if outputs else failed_state(None, True)}"
+            f"{_complete_before(published) if outputs else ''}", file=sys.stderr)
         return 1
 
 

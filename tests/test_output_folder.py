@@ -379,6 +379,73 @@ def test_object_store_failed_run_leaves_the_folder_and_a_cut_publication_is_comp
     assert store.keys(f"{out}/_SUCCESS") and store.keys(stage) == []
 
 
+def test_a_failed_run_into_an_object_store_folder_says_the_previous_run_is_untouched(store, capsys):
+    """An object store has no folders: ``exists`` of the prefix is false beside the previous run's objects, and a
+    run failing there said "nothing was written (memstore://…/today was not created)"."""
+    import errno
+
+    from fair_forge_beam import console
+
+    out = "memstore://bucket/audits/today"
+    _put_previous(store, out)
+    before = store.snapshot("memstore://bucket/")
+
+    def run():
+        with staged_output(out) as stage:
+            _stage_write(stage, "results.json")
+            raise OSError(errno.ENOSPC, "No space left on device", f"{stage}/results.json")
+
+    assert console.guarded(run, "audit") == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.endswith(f"nothing was published; the output folder {out} is untouched (as it was before the run)"), line
+    assert store.snapshot("memstore://bucket/") == before
+
+
+def test_a_publication_cut_short_by_the_machine_says_so_and_keeps_its_stage(store, capsys):
+    """A full disk (quota) half-way through an object store's copy-based publication: the previous run's
+    outputs were removed and this run's partly copied, yet the line said the folder was "untouched (as it was
+    before the run)" (disk46's leftover). Now the line and the error say it holds a publication cut short and
+    name the stage the next run completes it from; an interrupt's watchdog no longer removes that stage."""
+    import errno
+
+    from fair_forge_beam import console
+    from fair_forge_beam.reports.output_folder import clean_stale_stages
+
+    out = "memstore://bucket/audits/today"
+    _put_previous(store, out)
+    seen = {}
+
+    def quota_in_the_middle(path):
+        if path == f"{out}/results.parquet/part-00000-of-00001.parquet":
+            seen["kept for the watchdog"] = [s for s in console._STATE.stages if s.startswith(out)]
+            raise OSError(errno.EDQUOT, "Disk quota exceeded", path)
+
+    def run():
+        with staged_output(out) as stage:
+            seen["stage"] = stage
+            _stage_write(stage, "results.json")
+            _stage_write(stage, "results.parquet/part-00000-of-00001.parquet")
+            store.on_write = quota_in_the_middle
+        return 0
+
+    try:
+        code = console.guarded(run, "audit")
+    finally:
+        store.on_write = None
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    stage = seen["stage"]
+    assert code == 1
+    assert "untouched" not in line and "nothing was published" not in line, line
+    assert line.endswith(f"the output folder {out} holds a publication cut short (its earlier outputs removed, this "
+                         f"run's partly copied, no _SUCCESS marker: readers see an unfinished folder); the next run "
+                         f"into it completes this run's publication from {stage}"), line
+    assert seen["kept for the watchdog"] == []  # an interrupt's watchdog would have removed the only whole copy
+    assert store.keys(f"{out}/_SUCCESS") == [] and store.keys(f"{stage}/_SUCCESS")
+    assert clean_stale_stages(out) == [stage]  # as the line says: the next run completes it
+    assert store.get(f"{out}/results.parquet/part-00000-of-00001.parquet") == b"new" and store.keys(f"{out}/_SUCCESS")
+    assert console.cut_state(out) is None  # the completed publication is no longer cut short
+
+
 def test_object_store_unfinished_stage_is_left_while_young(store, caplog):
     from fair_forge_beam.reports.output_folder import STALE_STAGE_HOURS, clean_stale_stages
 

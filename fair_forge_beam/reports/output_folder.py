@@ -597,6 +597,7 @@ def publish_stage(stage: str, out: str, owned: Iterable[str] = OWNED_OUTPUTS,
             object store a publication cut short is completed by the next run
             (:func:`clean_stale_stages`).
     """
+    named = out  # as the run's lines name it (console.note_stage)
     out = _normalise(out)
     stage = _normalise(stage)
     target = _target(out)
@@ -610,7 +611,7 @@ def publish_stage(stage: str, out: str, owned: Iterable[str] = OWNED_OUTPUTS,
     if _swaps(stage, target):
         _swap(stage, target, run_id, tuple(owned))
     else:
-        _copy_publish(stage, target, run_id, tuple(owned))
+        _copy_publish(stage, target, run_id, tuple(owned), named)
 
 
 def _swaps(stage: str, target: str) -> bool:
@@ -688,12 +689,17 @@ def _carry_user_files(old: str, new: str, owned: tuple) -> None:
             _carry(entry.path, os.path.join(new, name))
 
 
-def _copy_publish(stage: str, target: str, run_id: str, owned: tuple) -> None:
+def _copy_publish(stage: str, target: str, run_id: str, owned: tuple, named: str) -> None:
+    from fair_forge_beam.console import note_cut
+
     fs = _fs()
     local = _is_local(target)
     if not _read_marker(stage):
         _write_marker(stage, run_id)  # the stage is complete: a run killed below is completed from it
     files = [p for p in _list_files(stage) if p != fs.join(stage, MARKER)]
+    # from here the folder is neither the previous run's nor this one's until its marker is written: a
+    # failure or a kill says so and keeps the stage, which the next run completes the publication from
+    note_cut(named, stage)
     if fs.exists(fs.join(target, MARKER)):
         fs.delete([fs.join(target, MARKER)])
     _remove_owned(target, [n for n in owned if n != MARKER])
@@ -707,6 +713,7 @@ def _copy_publish(stage: str, target: str, run_id: str, owned: tuple) -> None:
     elif files:
         fs.copy(files, dests)
     _write_marker(target, run_id)
+    note_cut(named, None)  # complete: what is left to do is the stage's removal
     fs.delete([fs.join(stage, MARKER)])  # first: a partly removed stage is never taken for a complete one
     _remove_tree(stage)
 
@@ -890,7 +897,9 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
     busy = _busy_problem(out) if local else None
     if busy:
         raise OutputFolderError(busy)
-    existed = os.path.exists(out) if local else _fs().exists(out)  # what the lines about it say (console)
+    # what the lines about it say (console); an object store has no folders: a prefix holding objects is one
+    # (a failed run said "nothing was written (gs://…/today was not created)" beside the previous run's files)
+    existed = os.path.exists(out) if local else (_fs().exists(out) or bool(_list_files(out)))
     if local:  # the check created nothing: the stage's folder (--output's parent) is made now
         try:
             os.makedirs(os.path.dirname(stage), exist_ok=True)
