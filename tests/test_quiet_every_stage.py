@@ -84,6 +84,7 @@ def test_the_start_of_a_service_beam_started_is_not_a_warning(caplog):
     assert "Really starting" not in caplog.text and "Port 8099 already in use" in caplog.text
 
 
+@pytest.mark.slow  # Prism and a command end to end: 10.6-11.9 s in session 31's full runs (docs/testing.md: Tiers)
 @pytest.mark.parametrize("quiet", [True, False])
 def test_a_prism_run_prints_no_line_with_quiet_and_no_service_start_warning_without(quiet, tmp_path):
     """The real command on Prism (README's examples, Humanity): with ``--quiet`` nothing on stdout or
@@ -125,6 +126,7 @@ def _quiet_loop(tmp_path, *beam_args: str) -> subprocess.CompletedProcess:
     return proc
 
 
+@pytest.mark.slow  # the loop's three stages end to end: 14.8-15.8 s in session 31's full runs
 def test_the_loops_quiet_silences_every_stage(tmp_path):
     """``python -m pipelines.loop … --quiet`` prints nothing (was 2 INFO lines of its generate stage). About 6 s."""
     proc = _quiet_loop(tmp_path)
