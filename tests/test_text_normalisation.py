@@ -131,3 +131,98 @@ def test_ascii_fast_path_on_every_shipped_text(shared_dir):
     assert len(ascii_texts) > 2000, len(ascii_texts)
     for language in ("english", "italian"):
         assert [tokenize(t, language) for t in ascii_texts] == [_regex_tokens(t, language) for t in ascii_texts]
+
+
+# ------------------------------------------------------------------ long answers, piece by piece (session 32)
+#: characters where a cut could change the words: letters and digits, apostrophes (plain and typographic),
+#: whitespace of several kinds (NBSP and the ideographic space fold to " " under NFKC), a combining accent,
+#: invisible format characters, a Greek capital sigma (str.lower's final-sigma rule looks at its neighbours),
+#: full-width letters, "İ" (lower-cases to two characters) and punctuation
+_TRICKY = st.text(st.sampled_from(list("ab zΣσİß'\u2019\u02bc\u00a0\u3000\t\n\u0301\u200b\u00ad\ufeffＨ.,-_9")), max_size=80)
+
+
+@given(text=_TRICKY, piece=st.integers(1, 9), language=st.sampled_from([None, "english", "italian"]))
+def test_token_pieces_are_the_words_of_the_whole_text(text, piece, language):
+    from fair_forge_beam.components.text import token_pieces
+
+    pieces = list(token_pieces(text, language, piece))
+    assert [w for p in pieces for w in p] == tokenize(text, language)
+    if len(text) <= piece:
+        assert len(pieces) <= 1  # an answer within one piece is tokenised whole
+
+
+@given(words=st.lists(st.sampled_from(["hate", "you", "stupid", "idiot", "big", "fool", "ok", "'", "don't"]), max_size=40),
+       seps=st.lists(st.sampled_from([" ", "  ", "\n", ", "]), min_size=40, max_size=40), piece=st.integers(1, 12))
+def test_lexicon_matches_piece_by_piece_as_over_all_the_words(words, seps, piece):
+    """Multi-word lemmas across a piece's end are found, and overlaps resolved, as in one list of all the
+    words: the matcher with pieces of 1-12 characters gives the result of one piece (the whole answer)."""
+    import fair_forge_beam.components.toxicity_lexicon as tl
+    from fair_forge_beam.components import text as tx
+
+    lexicon = {"hate": "a", "stupid idiot": "b", "big stupid idiot fool": "c", "idiot": "d", "you stupid": "e",
+               "fool": "f", "don't": "g"}
+    matcher = ToxicLexiconMatcher(DictToxicityLoader({"english": lexicon}))
+    text = "".join(w + s for w, s in zip(words, seps))
+    whole = matcher.match(text, "english")
+    original = tl.token_pieces, tl.TOKEN_PIECE_CHARS
+    try:
+        tl.token_pieces, tl.TOKEN_PIECE_CHARS = (lambda t, lang: tx.token_pieces(t, lang, piece)), piece
+        pieced = matcher.match(text, "english")
+    finally:
+        tl.token_pieces, tl.TOKEN_PIECE_CHARS = original
+    assert pieced == whole
+    assert whole.tokens == len(tokenize(text, "english"))
+
+
+def test_a_lemma_across_every_cut_is_matched_once():
+    """Every cut through ``big stupid idiot fool`` (a 4-word lemma holding 2 shorter ones): the match that runs
+    past a piece's end covers the words the next piece rescans, never counted twice."""
+    import fair_forge_beam.components.toxicity_lexicon as tl
+    from fair_forge_beam.components import text as tx
+
+    matcher = ToxicLexiconMatcher(DictToxicityLoader({"english": {
+        "big stupid idiot fool": "c", "stupid idiot": "b", "idiot": "d", "fool": "f", "you stupid": "e"}}))
+    text = "you big stupid idiot fool, you stupid idiot fool idiot big stupid idiot fool"
+    whole = matcher.match(text, "english")
+    assert [lemma for lemma, _ in whole.matched] == [
+        "big stupid idiot fool", "you stupid", "idiot", "fool", "idiot", "big stupid idiot fool"]
+    original = tl.token_pieces, tl.TOKEN_PIECE_CHARS
+    try:
+        for piece in range(1, len(text) + 2):
+            tl.token_pieces, tl.TOKEN_PIECE_CHARS = (lambda t, lang, p=piece: tx.token_pieces(t, lang, p)), piece
+            assert matcher.match(text, "english") == whole, piece
+    finally:
+        tl.token_pieces, tl.TOKEN_PIECE_CHARS = original
+
+
+@pytest.mark.slow  # a 50 MB text built and scanned twice: ~20 s
+def test_a_50_mb_answer_is_counted_in_bounded_memory(tmp_path):
+    """A 50 MB answer (10 million words) peaked a Humanity audit's process at 1,274 MB, its words one list of
+    ~700 MB; piece by piece it took 591 MB (session 32). Here the two word scans alone, in a fresh process:
+    their peak above the text's own memory stays under 100 MB (the whole list was ~690 MB). HurtLex's matches
+    are kept one per occurrence (``LexiconMatch.matched``), so the text has few: 1,000 lexicon words."""
+    import subprocess
+    import sys
+
+    code = r"""
+import random, resource, sys
+from fair_forge_beam.components.emotion_lexicon import NRCLexPackageLexicon
+from fair_forge_beam.components.toxicity_lexicon import ToxicLexiconMatcher
+from fair_forge_beam.metrics.humanity import emotion_counts
+table = NRCLexPackageLexicon().table("english")
+matcher = ToxicLexiconMatcher()
+matcher.match("warm up", "english")
+random.seed(1)
+words = ["happy", "hope", "the", "answer", "is", "fine", "fear", "joy", "trust", "calm"]  # no HurtLex lemma
+text = " ".join("idiot" if i % 10_000 == 0 else random.choice(words) for i in range(10_000_000))
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+counts = emotion_counts(text, table, "english")
+m = matcher.match(text, "english")
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+print(peak - base, sum(counts) > 0, m.tokens)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    grown, counted, tokens = proc.stdout.split()
+    assert counted == "True" and tokens == "10000000"
+    assert int(grown) < 100, proc.stdout

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Optional
+from typing import Iterator, Optional
 
-__all__ = ["ELISION_LANGUAGES", "ascii_words", "normalize_text", "tokenize"]
+__all__ = ["ELISION_LANGUAGES", "TOKEN_PIECE_CHARS", "ascii_words", "normalize_text", "token_pieces", "tokenize"]
 
 #: Canonical language names (see :func:`fair_forge_beam.schemas.languages.normalize_language`)
 #: in which an apostrophe marks elision between two words rather than a contraction.
@@ -79,6 +79,38 @@ def tokenize(text: Optional[str], language: Optional[str] = None) -> list[str]:
     if not norm:
         return []
     return (_WORD_ELISION if elision else _WORD).findall(norm)
+
+
+#: characters of a text tokenised at once by :func:`token_pieces` (a piece runs on to the next whitespace)
+TOKEN_PIECE_CHARS = 1 << 20
+_SPACE = re.compile(r"\s")
+
+
+def token_pieces(text: Optional[str], language: Optional[str] = None,
+                 piece_chars: int = TOKEN_PIECE_CHARS) -> Iterator[list[str]]:
+    """:func:`tokenize` ``(text, language)`` in consecutive lists whose concatenation is exactly that
+    list, each of the words of about ``piece_chars`` characters of ``text``: what a word count or
+    lexicon scan over an answer of any size holds at once (a 50 MB answer's 10 million words were one
+    list of about 700 MB; an answer of at most ``piece_chars`` characters is one piece).
+
+    A piece ends just before a whitespace character (``str.isspace``) at or after ``piece_chars``
+    characters, so no word, contraction or normalisation spans two pieces: whitespace is never a word
+    character, nor removed as an invisible format character, nor composed with its neighbours by NFKC,
+    and it ends the context of ``str.lower``'s final sigma. A run of ``piece_chars`` characters with no
+    whitespace in it stays in one piece.
+
+    Raises:
+        ValueError: ``piece_chars`` < 1."""
+    if piece_chars < 1:
+        raise ValueError(f"piece_chars must be at least 1, got {piece_chars}")
+    if not text:
+        return
+    start, end = 0, len(text)
+    while start < end:
+        cut = _SPACE.search(text, start + piece_chars) if start + piece_chars < end else None
+        stop = cut.start() if cut is not None else end
+        yield tokenize(text if (start, stop) == (0, end) else text[start:stop], language)
+        start = stop
 
 
 def ascii_words(text: str) -> list[str]:

@@ -84,7 +84,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Optional
 
 from fair_forge_beam.components.shared_resources import SharedDict, Transient, acquire, content_key
-from fair_forge_beam.components.text import tokenize as _shared_tokenize
+from fair_forge_beam.components.text import TOKEN_PIECE_CHARS, token_pieces, tokenize as _shared_tokenize
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.arguments import checks_arguments
@@ -379,7 +379,7 @@ class _Index:
     common case is one dictionary lookup without building a tuple.
     """
 
-    __slots__ = ("table", "lengths", "single")
+    __slots__ = ("table", "lengths", "single", "longest")
 
     def __init__(self, entries: Iterable[ToxicEntry], language: Optional[str] = None):
         cats: dict[tuple[str, ...], dict[str, None]] = {}
@@ -396,6 +396,7 @@ class _Index:
             lengths.setdefault(k[0], set()).add(len(k))
         self.lengths = {t: tuple(sorted(ls, reverse=True)) for t, ls in lengths.items()}
         self.single = {k[0]: v for k, v in self.table.items() if len(k) == 1}
+        self.longest = max(map(len, self.table), default=1)  # tokens of the longest lemma
 
 
 class ToxicLexiconMatcher(Transient):
@@ -446,30 +447,47 @@ class ToxicLexiconMatcher(Transient):
         index = self._index(language)
         if index is None:
             return None
-        toks = tokenize(text or "", language)
-        n = len(toks)
         matched: list[tuple[str, str]] = []
         categories: dict[str, int] = {}
-        covered = 0
-        table, lengths, single = index.table, index.lengths, index.single
+        covered = n = 0
+        table, lengths, single, keep = index.table, index.lengths, index.single, index.longest - 1
         # left to right, longest lemma first, no overlap: only positions whose token starts a lemma
-        # can match, so the scan visits those (in order) and skips the ones a match covered
-        resume = 0
-        for i in [j for j, t in enumerate(toks) if t in lengths]:
-            if i < resume:
-                continue
-            for length in lengths[toks[i]]:
-                if i + length > n:
+        # can match, so the scan visits those (in order) and skips the ones a match covered. The words
+        # come piece by piece (token_pieces: memory bounded by a piece, whatever the answer's size); the
+        # last longest-1 words of a piece wait for the next, so every lemma is looked up whole, as in
+        # one list of all the words
+        toks: list[str] = []
+        resume = 0  # in toks: the first position a match has not covered
+        text = text or ""
+        pieces = iter((_shared_tokenize(text, language),)) if len(text) <= TOKEN_PIECE_CHARS else token_pieces(text, language)
+        piece = next(pieces, None)
+        while piece is not None:
+            if toks:
+                toks.extend(piece)
+            else:
+                toks = piece
+            n += len(piece)
+            piece = next(pieces, None)
+            last = piece is None
+            decided = len(toks) if last else max(0, len(toks) - keep)  # positions whose every lemma is in toks
+            for i in [j for j, t in enumerate(toks[:decided]) if t in lengths]:
+                if i < resume:
                     continue
-                hit = single.get(toks[i]) if length == 1 else table.get(tuple(toks[i:i + length]))
-                if hit is not None:
-                    lemma, cats = hit
-                    for c in cats:
-                        matched.append((lemma, c))
-                        categories[c] = categories.get(c, 0) + 1
-                    covered += length
-                    resume = i + length
-                    break
+                for length in lengths[toks[i]]:
+                    if i + length > len(toks):
+                        continue
+                    hit = single.get(toks[i]) if length == 1 else table.get(tuple(toks[i:i + length]))
+                    if hit is not None:
+                        lemma, cats = hit
+                        for c in cats:
+                            matched.append((lemma, c))
+                            categories[c] = categories.get(c, 0) + 1
+                        covered += length
+                        resume = i + length
+                        break
+            if not last and decided > 0:
+                del toks[:decided]
+                resume = max(0, resume - decided)
         return LexiconMatch(tokens=n, toxic_tokens=covered, matched=matched, categories=categories)
 
     _transient = ("_indexes",)  # rebuilt once per worker

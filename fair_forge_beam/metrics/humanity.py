@@ -35,7 +35,7 @@ from fair_forge_beam._beam import beam
 import numpy as np
 
 from fair_forge_beam.components.emotion_lexicon import EMOTIONS, EmotionLexicon, NRCLexPackageLexicon
-from fair_forge_beam.components.text import tokenize as _shared_tokenize
+from fair_forge_beam.components.text import TOKEN_PIECE_CHARS, token_pieces, tokenize as _shared_tokenize
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.engine import (
@@ -77,11 +77,14 @@ def tokenize(text: Optional[str], language: Optional[str] = None) -> list[str]:
 
 
 def emotion_counts(text: Optional[str], table: dict, language: Optional[str] = None) -> tuple[int, ...]:
-    """Count vector over :data:`EMOTIONS`: +1 per emotion of every token found in ``table``."""
+    """Count vector over :data:`EMOTIONS`: +1 per emotion of every token found in ``table``. The words of
+    a long answer are counted piece by piece (:func:`~fair_forge_beam.components.text.token_pieces`: the
+    same words, memory bounded by a piece)."""
     counts = [0] * len(EMOTIONS)
-    for emotions in filter(None, map(table.get, tokenize(text, language))):  # lexicon words only (C-level scan)
-        for i in emotions:
-            counts[i] += 1
+    for words in (tokenize(text, language),) if not text or len(text) <= TOKEN_PIECE_CHARS else token_pieces(text, language):
+        for emotions in filter(None, map(table.get, words)):  # lexicon words only (C-level scan)
+            for i in emotions:
+                counts[i] += 1
     return tuple(counts)
 
 
