@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+from bisect import bisect_left
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -117,33 +118,115 @@ def span_iou(a: tuple, b: tuple) -> float:
     return 0.0 if inter == 0 else inter / (max(a[1], b[1]) - min(a[0], b[0]))
 
 
+class _DisjointSpans:
+    """Disjoint ``[start, end)`` spans of positive length, added one by one, and whether a span overlaps
+    one of them, each in O(log n): a Fenwick tree counts the added starts among the candidates' sorted
+    starts. A span overlaps an added one iff an added span starts inside it, or the last added span that
+    starts before it ends after its start (the added spans are disjoint: the one starting last before a
+    point also ends last)."""
+
+    def __init__(self, starts: Sequence[int]):
+        self.starts = sorted(set(starts))
+        self.tree = [0] * (len(self.starts) + 1)
+        self.end_of: dict = {}
+
+    def _before(self, x: int) -> int:
+        """How many added spans start before ``x``."""
+        i, n, tree = bisect_left(self.starts, x), 0, self.tree
+        while i > 0:
+            n += tree[i]
+            i -= i & -i
+        return n
+
+    def _kth_start(self, k: int) -> int:
+        """The ``k``-th smallest added start (1-based)."""
+        pos, step, tree, size = 0, 1 << len(self.starts).bit_length(), self.tree, len(self.starts)
+        while step:
+            if pos + step <= size and tree[pos + step] < k:
+                pos += step
+                k -= tree[pos]
+            step >>= 1
+        return self.starts[pos]
+
+    def overlaps(self, start: int, end: int) -> bool:
+        before = self._before(start)
+        if self._before(end) > before:
+            return True
+        return before > 0 and self.end_of[self._kth_start(before)] > start
+
+    def add(self, start: int, end: int) -> None:
+        self.end_of[start] = end
+        i, tree = bisect_left(self.starts, start) + 1, self.tree
+        while i < len(tree):
+            tree[i] += 1
+            i += i & -i
+
+
+def _non_overlapping(spans: list) -> list:
+    """Step 2: ``spans`` (in their order of precedence) without those that overlap an earlier kept one.
+    O(n log n) (:class:`_DisjointSpans`: 25,000 detections took 21 s pairwise, trial47 B1); spans of no
+    length, which no detector here makes, are checked pairwise, exactly as the rule says."""
+    if any(p.start >= p.end for p in spans):
+        kept: list = []
+        for p in spans:
+            if not any(p.start < k.end and k.start < p.end for k in kept):
+                kept.append(p)
+        return kept
+    index = _DisjointSpans([p.start for p in spans])
+    kept = []
+    for p in spans:
+        if not index.overlaps(p.start, p.end):
+            index.add(p.start, p.end)
+            kept.append(p)
+    return kept
+
+
 def match_spans(predicted: Sequence, expected: Sequence, classes: Sequence[str], iou_threshold: float):
     """Counts of one text. ``predicted``: spans with ``label, start, end, score``; ``expected``:
     ``(label, start, end)``. Returns ``(counts {label: [tp, fp, fn]}, kept predictions,
-    out-of-domain count)`` (see the module docstring for the four steps)."""
+    out-of-domain count)`` (see the module docstring for the four steps).
+
+    Time O((P + E) log(P + E)) for P predictions and E expected spans (it was O(P·E) and O(P²): an answer
+    of 25,000 detections took 21 s, trial47 B1): step 3 looks only at the expected spans of the label that
+    start where an IoU of at least ``iou_threshold`` (> 0) is possible — an expected span ``g`` with
+    ``IoU(p, g) >= t`` overlaps ``p`` and is at most ``len(p) / t`` long, so it starts after
+    ``p.start - len(p) / t`` and before ``p.end`` — and of those takes the largest IoU, ties to the earliest
+    in ``expected``, as the scan over all of them did.
+
+    Raises:
+        ValueError: ``iou_threshold`` is not in (0, 1]."""
+    if not 0.0 < iou_threshold <= 1.0:
+        raise ValueError(f"iou_threshold must be in (0, 1], got {iou_threshold!r}")
     cls = set(classes)
     in_domain = [p for p in predicted if p.label in cls]
-    kept: list = []
-    for p in sorted(in_domain, key=lambda s: (-(s.score or 0.0), s.start, s.end, s.label)):
-        if not any(p.start < k.end and k.start < p.end for k in kept):
-            kept.append(p)
+    kept = _non_overlapping(sorted(in_domain, key=lambda s: (-(s.score or 0.0), s.start, s.end, s.label)))
     counts = {c: [0, 0, 0] for c in classes}
-    unmatched = list(range(len(expected)))
+    by_label: dict = {}  # label -> (starts sorted, indices of expected in that order)
+    for i, g in sorted(enumerate(expected), key=lambda ig: (ig[1][1], ig[0])):
+        starts, order = by_label.setdefault(g[0], ([], []))
+        starts.append(g[1])
+        order.append(i)
+    matched = [False] * len(expected)
     for p in sorted(kept, key=lambda s: -(s.score or 0.0)):
         best, best_i = 0.0, -1
-        for i in unmatched:
+        starts, order = by_label.get(p.label, ((), ()))
+        reach = math.ceil((p.end - p.start) / iou_threshold) if p.end > p.start else 0
+        for j in range(bisect_left(starts, p.start - reach), bisect_left(starts, p.end)):
+            i = order[j]
+            if matched[i]:
+                continue
             g = expected[i]
-            if g[0] == p.label:
-                iou = span_iou((p.start, p.end), (g[1], g[2]))
-                if iou >= iou_threshold and iou > best:
-                    best, best_i = iou, i
+            iou = span_iou((p.start, p.end), (g[1], g[2]))
+            if iou >= iou_threshold and (iou > best or (iou == best and i < best_i)):
+                best, best_i = iou, i
         if best_i >= 0:
-            unmatched.remove(best_i)
+            matched[best_i] = True
             counts[expected[best_i][0]][0] += 1
         else:
             counts[p.label][1] += 1
-    for i in unmatched:
-        counts[expected[i][0]][2] += 1
+    for i, g in enumerate(expected):
+        if not matched[i]:
+            counts[g[0]][2] += 1
     return counts, kept, len(predicted) - len(in_domain)
 
 
