@@ -8,6 +8,7 @@ checks, DESIGN §9).
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -202,7 +203,7 @@ def _workers_belong_to_the_run_that_starts_them():
     from apache_beam.runners.portability.fn_api_runner import worker_handlers
     from google.protobuf import text_format
 
-    from fair_forge_beam.worker_watch import this_threads_run, worker_told_to_stop, working_for
+    from fair_forge_beam.worker_watch import this_threads_run, when_dead, worker_told_to_stop, working_for
 
     runs_of_managers = weakref.WeakKeyDictionary()  # WorkerHandlerManager: the run whose thread made it
     runs_of_handlers = weakref.WeakKeyDictionary()  # SubprocessSdkWorkerHandler: the run it started a worker for
@@ -224,6 +225,7 @@ def _workers_belong_to_the_run_that_starts_them():
         if run is not None:
             with lock:
                 coming[(self.control_address, self.worker_id)] = run
+            when_dead(run, functools.partial(_fail_the_waits_of, weakref.ref(self)))  # any of the run's workers
         start(self)
 
     def told_to_stop_first(self):
@@ -247,7 +249,73 @@ def _workers_belong_to_the_run_that_starts_them():
 
     manager.__init__, manager.get_worker_handlers = made_for_this_threads_run, handlers_for_its_run
     handler.start_worker, handler.close = start_for_its_run, told_to_stop_first
+    _requests_to_a_failed_worker_fail()
     return run_of_worker
+
+
+def _requests_to_a_failed_worker_fail() -> None:
+    """Beam's requests to a worker that :func:`_fail_the_waits_of` failed fail at once: a request pushed on its
+    control connection afterwards (the next bundle's, a progress request) gets an answer that raises the death,
+    where Beam's connection would keep it waiting for ever; pushed as the connection fails, it is failed by whichever
+    of the two comes second. Beam's own end of the stream (its ``close``) passes. Installed once."""
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    connection, push = worker_handlers.ControlConnection, worker_handlers.ControlConnection.push
+
+    def push_unless_failed(self, req):
+        failed = getattr(self, "failed", None)
+        if failed is None or req is worker_handlers.BeamFnControlServicer._DONE_MARKER:
+            future = push(self, req)
+            failed = getattr(self, "failed", None)  # failed meanwhile: its futures may have been failed before this
+            if future is not None and failed is not None:
+                future.abort(failed)
+            return future
+        future = worker_handlers.ControlFuture(req.instruction_id)
+        future.abort(failed)
+        return future
+
+    connection.push = push_unless_failed
+
+
+def _fail_the_waits_of(handler_ref, words: str) -> None:
+    """A worker of the handler's run died (``words``, :func:`fair_forge_beam.worker_watch.when_dead`): what the run
+    waits for from the handler's worker fails with :class:`~fair_forge_beam.worker_watch.WorkerDied`, so that Beam
+    raises in the run's own thread, wherever it is (trial46b B2: a run outside the main thread, which no signal can
+    wake, waited for ever for a bundle of a worker killed before it had connected). The pending answers on its control
+    connection (``ControlFuture.get``) are failed at once, and any asked later
+    (:func:`_requests_to_a_failed_worker_fail`); its data channel's wait for a bundle's output (``input_elements``,
+    which looks every second) raises; what the run sends it is dropped, so that a send to a full queue (10,000
+    elements or 100 MB, twice) does not wait for a reader that is gone. Every handler of the run is failed so: the
+    watch ends the run's other workers too."""
+    from fair_forge_beam.worker_watch import WorkerDied
+
+    handler = handler_ref()
+    if handler is None:
+        return
+    control, data = handler.control_conn, handler.data_conn
+    control.failed = WorkerDied(words)
+    for future in list(control._futures_by_id.values()):
+        future.abort(control.failed)
+    data._exception = WorkerDied(words)  # what input_elements raises when it finds no output
+    threading.Thread(target=_drop_what_is_sent, args=(data,), daemon=True, name="fair_forge_beam-dead-data").start()
+
+
+def _drop_what_is_sent(data) -> None:
+    """The reader of a failed data channel's queue to its dead worker (:func:`_fail_the_waits_of`): drops what the run
+    sends, up to the channel's end (Beam's ``close``), which it puts back for Beam's gRPC stream writer, if one still
+    reads; ends also once the channel's forwarder has ended and the queue stays empty a second."""
+    import queue
+
+    while True:
+        try:
+            elem = data._to_send.get(timeout=1)
+        except queue.Empty:
+            if data._send_forwarder is None or not data._send_forwarder.is_alive():
+                return
+            continue
+        if elem is data._WRITES_FINISHED:
+            data._to_send.put(elem, 0)
+            return
 
 
 #: the module Beam's multi-process SDK workers run, and the shell command Beam runs it by (fn_runner.py)

@@ -42,14 +42,18 @@ cannot be attributed so (a pipeline run outside :func:`fair_forge_beam.beam_pipe
 job runs in a job service's thread) is watched by no run: its death is Beam's to report, as before this module (the
 job fails with Beam's error, or waits).
 
-Limits: a job waited for in another thread than the main one cannot be woken so (Python runs signal
-handlers in the main thread only): it fails, naming the death, only when Beam itself raises. A worker
-that hangs alive (a step that sleeps, a call that never returns) is not a failure: only its state and
-CPU time say it (:func:`worker_states`). What the watch installs for a run (the ``SIGCHLD`` handler, a
-thread exception hook, two log filters) is removed when the run's block ends, however it ends; after a death, the
-hook and the filters stay until the run's own Beam stream threads have ended (however late they report: flake45),
-dropping only those threads' reports. Workers started by another process (a Flink TaskManager, Prism, a worker
-pool) are that runner's to watch.
+A job waited for in another thread than the main one cannot be woken so (Python runs signal handlers in the main
+thread only): there, the run's death calls what the run registered (:func:`when_dead`), which fails the run's own
+waits on Beam — its pending requests, its data channels (:func:`fair_forge_beam.beam_pipeline._fail_the_waits_of`) —
+so that Beam raises in the run's thread and the run fails as above (trial46b B2: a plain audit in a thread, a worker
+killed before it had connected, waited for ever: no stream of it broke for Beam to see).
+
+Limits: a worker that hangs alive (a step that sleeps, a call that never returns) is not a failure: only its state
+and CPU time say it (:func:`worker_states`). What the watch installs for a run (the ``SIGCHLD`` handler, a thread
+exception hook, two log filters) is removed when the run's block ends, however it ends; after a death, the hook and
+the filters stay until the run's own Beam stream threads have ended (however late they report: flake45), dropping
+only those threads' reports. Workers started by another process (a Flink TaskManager, Prism, a worker pool) are
+that runner's to watch.
 """
 from __future__ import annotations
 
@@ -64,8 +68,8 @@ from typing import Iterator, Optional
 from fair_forge_beam import procfs
 
 __all__ = ["watching", "settle", "worker_started", "worker_ended", "worker_told_to_stop", "worker_states",
-           "this_threads_run", "working_for", "wait_for_late_reports", "WorkerDied", "exit_words", "CHECK_EVERY",
-           "STOPPED_TOO_LONG"]
+           "when_dead", "this_threads_run", "working_for", "wait_for_late_reports", "WorkerDied", "exit_words",
+           "CHECK_EVERY", "STOPPED_TOO_LONG"]
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +126,7 @@ class _Watch:
         self.released = threading.Event()  # what the run installed is gone: its hook and filters pass all on
         self.done = threading.Event()  # the run's block ended: the state checks end
         self.checks: Optional[threading.Thread] = None
+        self.on_death: list = []  # called with the first death's words (when_dead): what fails the run's own waits
 
     def name(self, proc) -> str:
         with self.lock:
@@ -193,18 +198,46 @@ def _owner(run) -> Optional[_Watch]:
 def worker_started(proc, run=_THIS_THREADS) -> None:
     """Called by the package's ``Popen`` of Beam's worker command as the worker starts: ``proc`` is watched by
     ``run`` only, the run that started it (default: the run this thread works for). ``None``, or a run that has
-    ended: a worker no run is known to have started is watched by none (its death is Beam's to report)."""
+    ended: a worker no run is known to have started is watched by none (its death is Beam's to report). One started
+    after its run's death is ended at once, as the run's other workers were."""
     w = _owner(run)
     if w is None:
         return
     with w.lock:
         w.workers.append(proc)
-        start = w.checks is None
+        late = w.death is not None  # started after the run's death: it cannot help the run either
+        if late:
+            w.ended_by_us.add(proc.pid)
+        start = w.checks is None and not late
         if start:
             w.checks = threading.Thread(target=_check_states, args=(w,), name="fair_forge_beam-worker-states",
                                         daemon=True)
+    if late:  # fix47a: under load Beam started a run's second worker after its first was killed; left, it waited 60 s
+        _end([proc])  # for the run's closed control address and printed grpc's FutureTimeoutError traceback
     if start:
         w.checks.start()
+
+
+def when_dead(run: Optional[_Watch], callback) -> None:
+    """``callback(words)`` is called once ``run`` (``None``: no run, nothing is called) has a death, with its words:
+    at once if it has one already, else by the thread that learns of it (:func:`worker_ended`, Beam's ``run_worker``).
+    What fails the run's own waits wherever its thread is (:mod:`fair_forge_beam.beam_pipeline`: its Beam requests and
+    data channels), since only the main thread can be woken by a signal. An exception of ``callback`` is logged."""
+    if run is None:
+        return
+    with run.lock:
+        words = run.death
+        if words is None:
+            run.on_death.append(callback)
+    if words is not None:
+        _call(callback, words)
+
+
+def _call(callback, words: str) -> None:
+    try:
+        callback(words)
+    except Exception:  # noqa: BLE001 - one failing callback must not keep the others (or Beam's thread) from going on
+        log.debug("a callback on a worker's death failed", exc_info=True)
 
 
 def worker_told_to_stop(worker_id: Optional[str], run=_THIS_THREADS) -> None:
@@ -229,18 +262,22 @@ def worker_ended(proc, code: Optional[int]) -> None:
     for w in watches:
         if not code and w.asked_to_end(proc):
             continue
+        words = w.words(proc, code)
         with w.lock:
             if proc.pid in w.ended_by_us or w.death is not None:
                 continue
             others = [p for p in w.workers if p is not proc and p.returncode is None]
             w.ended_by_us.update(p.pid for p in others)
-        w.death = w.words(proc, code)
+            w.death = words  # under the lock: a callback added from now on is called at once (when_dead)
+            callbacks, w.on_death = w.on_death, []
         _end(others)
         if w.main:
             try:  # wakes the main thread from a wait on a lock: its handler raises WorkerDied there
                 signal.pthread_kill(w.thread, signal.SIGCHLD)
             except (OSError, ValueError):
                 pass
+        for callback in callbacks:  # and the run's own waits end, in whatever thread they are (trial46b B2)
+            _call(callback, words)
 
 
 #: the states of ``/proc/PID/stat`` in words

@@ -1036,3 +1036,289 @@ def test_two_runs_in_two_threads_each_watch_their_own_workers_only():
                     "B": ([sleepers[1].pid], f"SDK worker 1 of 1 (pid {sleepers[1].pid}) exited with code 0 before the "
                                              "job ended")}
     assert worker_watch.wait_for_late_reports(30) and worker_watch._CLAIMS == [] and worker_watch._ACTIVE == []
+
+
+# --- trial46b B2: a run outside the main thread whose worker dies fails, wherever it waits ----------------------------
+
+#: a Python program that runs plain audits in threads of its process (``main(argv)`` each): B (when given) first, then,
+#: once B's two workers run, A, one of whose workers it SIGKILLs as soon as it appears (before it has connected to the
+#: run: what no stream's end can tell Beam); then, both ended, B's audit alone again (a next run in the same process,
+#: and the lone run to compare with) and what stays installed. A call still running LIMIT s after the kill is said, not
+#: waited for: the old code's A waited in Beam's ``input_elements`` for ever
+_PLAIN_AUDITS = r"""
+import json, logging, os, signal, sys, threading, time
+from fair_forge_beam import procfs, worker_watch
+from pipelines.audit import main
+
+names = ("apache_beam.runners.worker.data_plane", "apache_beam.runners.portability.fn_api_runner.worker_handlers")
+def installed():
+    return ([list(logging.getLogger(n).filters) for n in names], threading.excepthook, signal.getsignal(signal.SIGCHLD))
+
+def workers():
+    found = set()
+    for pid in procfs.descendants():
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"apache_beam.runners.worker.sdk_worker_main" in argv and not argv[0].endswith(b"sh"):
+            found.add(pid)
+    return found
+
+def until(what, seconds=120):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.005)
+    raise SystemExit(f"not seen in {seconds} s")
+
+limit, a_argv, b_argv, lone_argv = float(sys.argv[1]), *(json.loads(a) for a in sys.argv[2:5])
+before, codes, ended = installed(), {}, {}
+def call(name, argv):
+    codes[name] = main(argv)
+    ended[name] = time.time()
+threads = {}
+if b_argv:
+    threads["B"] = threading.Thread(target=call, args=("B", b_argv))
+    threads["B"].start()
+    until(lambda: len(workers()) >= 2)
+others = workers()
+threads["A"] = threading.Thread(target=call, args=("A", a_argv))
+threads["A"].start()
+killed_worker = min(until(lambda: workers() - others))
+os.kill(killed_worker, signal.SIGKILL)
+killed = time.time()
+b_ran = "B" in threads and threads["B"].is_alive()
+for name, t in sorted(threads.items()):
+    t.join(max(0.0, killed + limit - time.time()))
+hung = sorted(name for name, t in threads.items() if t.is_alive())
+if hung:
+    print(json.dumps({"hung": hung, "codes": codes}), flush=True)
+    os._exit(3)
+codes["lone"] = main(lone_argv)
+released = worker_watch.wait_for_late_reports(60)
+print(json.dumps({"codes": codes, "took": {n: round(at - killed, 2) for n, at in ended.items()}, "b_ran": b_ran,
+                  "killed": killed_worker, "released": released, "as_before": installed() == before,
+                  "claims": len(worker_watch._CLAIMS), "runs": len(worker_watch._ACTIVE)}), flush=True)
+"""
+
+
+def _plain_audits(tmp_path, with_b: bool, limit: float = 30) -> tuple:
+    """Runs :data:`_PLAIN_AUDITS` (A, and B when ``with_b``): what it said, A's one-line stderr, and the outputs."""
+    from test_interrupts import FF, _env
+
+    outs = {name: tmp_path / name for name in ("A", "B", "lone")}
+    script = tmp_path / "plain_audits.py"
+    script.write_text(_PLAIN_AUDITS, encoding="utf-8")
+    outs["A"].mkdir()
+    (outs["A"] / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
+    audit = ["--input", str(FF), "--metrics", "humanity", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000",
+             "--quiet", f"--runner={FNAPI}", *MULTI_PROCESS]
+    argv = [[*audit, "--output", str(outs[name])] for name in ("A", "B", "lone")]
+    if not with_b:
+        argv[1] = None
+    with open(tmp_path / "stdout", "w+", encoding="utf-8") as said_to, \
+            open(tmp_path / "stderr", "w+", encoding="utf-8") as err_to:  # files: the workers' logs fill a pipe
+        proc = subprocess.Popen([sys.executable, str(script), str(limit), *(json.dumps(a) for a in argv)],
+                                cwd=tmp_path, env=_env(), stdout=said_to, stderr=err_to, text=True)
+        run = []
+        try:
+            try:
+                proc.wait(timeout=limit + 240)  # the script gives up on a hung call itself, LIMIT s after the kill
+            except subprocess.TimeoutExpired:
+                pytest.fail("the script did not end")
+            run = _tree(proc.pid)
+        finally:
+            left = _no_process_left(_tree(proc.pid) + run)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        said_to.seek(0), err_to.seek(0)
+        out, err = said_to.read(), err_to.read()
+    assert out.strip(), err[-3000:]
+    said = json.loads(out.strip().splitlines()[-1])
+    assert "hung" not in said, f"{said['hung']} still ran {limit} s after A's worker was killed: {err[-3000:]}"
+    assert left == [], f"{len(left)} process(es) of the runs outlived them"
+    return said, _one_line(err), err, outs
+
+
+def _a_failed_with_its_line(said, lines, err, outs, limit: float) -> None:
+    assert len(lines) == 1 and re.fullmatch(re.escape(
+        f"fair-forge-beam: error: the audit stopped: SDK worker N of M (pid {said['killed']}) was killed by signal 9 "
+        f"(SIGKILL: out of memory?); nothing was published; the output folder {outs['A']} is untouched (as it was "
+        "before the run)").replace("N of M", "[12] of [12]", 1), lines[0]), err[-3000:]  # 1 of 1: killed before
+    assert sorted(p.name for p in outs["A"].iterdir()) == ["results.json"]
+    assert json.loads((outs["A"] / "results.json").read_text(encoding="utf-8")) == {"before": True}
+    assert said["took"]["A"] <= limit, said
+    assert "Traceback" not in err, err[-3000:]  # fix47a: a worker started after the death printed one 60 s later
+
+
+@pytest.mark.slow
+def test_a_plain_audit_in_a_thread_whose_worker_dies_fails_with_its_line_beside_another_run(tmp_path):
+    """trial46b B2: two plain audits (no judge) in two threads of one process, one worker of A SIGKILLed as it starts,
+    while B runs: A waited for ever in Beam's ``input_elements`` for the bundle of a worker that never connected (5 of
+    5), nothing printed — no signal wakes a thread other than the main one, and no stream of the dead worker had
+    broken. Now A fails with its one line within LIMIT s of the kill, B's ``results.json`` is the lone run's, the next
+    run in the same process works, and nothing stays installed. The old code's A still waited at LIMIT s."""
+    limit = 30
+    said, lines, err, outs = _plain_audits(tmp_path, with_b=True, limit=limit)
+    assert said["codes"] == {"A": 1, "B": 0, "lone": 0}, err[-3000:]
+    assert said["b_ran"], "B had ended before A's worker was killed: not two runs at once"
+    _a_failed_with_its_line(said, lines, err, outs, limit)
+    assert (outs["B"] / "results.json").read_bytes() == (outs["lone"] / "results.json").read_bytes()
+    assert {k: said[k] for k in ("released", "as_before", "claims", "runs")} == \
+        {"released": True, "as_before": True, "claims": 0, "runs": 0}
+
+
+@pytest.mark.slow
+def test_a_plain_audit_alone_in_a_thread_whose_worker_dies_fails_with_its_line(tmp_path):
+    """trial46b B2, the killed run alone in a thread other than the main one (a service's worker thread): it waited for
+    ever; now it fails with its one line within LIMIT s, and the next run in the same process works."""
+    limit = 30
+    said, lines, err, outs = _plain_audits(tmp_path, with_b=False, limit=limit)
+    assert said["codes"] == {"A": 1, "lone": 0}, err[-3000:]
+    _a_failed_with_its_line(said, lines, err, outs, limit)
+    assert json.loads((outs["lone"] / "results.json").read_text(encoding="utf-8"))
+    assert {k: said[k] for k in ("released", "as_before", "claims", "runs")} == \
+        {"released": True, "as_before": True, "claims": 0, "runs": 0}
+
+
+def test_a_dead_workers_handler_fails_every_wait_of_its_run():
+    """trial46b B2, the class: once a worker of a run dies, each wait of the run on a handler of it ends, in whatever
+    thread it is, with the death's words (``WorkerDied``): an answer pending on its control connection and one asked
+    later (the next bundle, a progress request; Beam would wait for ever), its data channel's wait for a bundle's
+    output (``input_elements``: within its 1-s look), a send to its full queues (20,000 elements) and the channel's
+    close. Beam's real objects; nothing connects to them, as to a worker killed before it connected."""
+    import threading
+    import weakref
+
+    from apache_beam.portability.api import beam_fn_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+    from apache_beam.runners.worker import data_plane
+
+    from fair_forge_beam.beam_pipeline import _fail_the_waits_of, _workers_leave_ctrl_c_to_the_command
+    from fair_forge_beam.worker_watch import WorkerDied
+
+    _workers_leave_ctrl_c_to_the_command()  # what the package installs for a run
+    class Handler:  # a worker handler's two connections (a weak reference is what the run keeps of it)
+        control_conn, data_conn = worker_handlers.ControlConnection(), data_plane._GrpcDataChannel()
+
+    handler = Handler()
+    control, data = handler.control_conn, handler.data_conn
+    raised = {}
+
+    def waits(name, wait):
+        try:
+            wait()
+            raised[name] = None
+        except Exception as exc:  # noqa: BLE001 - what each wait raises is the test's
+            raised[name] = exc
+
+    def send():  # more than the two send queues hold (10,000 elements each): the last puts wait for a reader
+        for i in range(20_100):
+            data._enqueue_to_send(beam_fn_api_pb2.Elements.Data(instruction_id="b1", transform_id="t", data=b"x"))
+
+    pending = control.push(beam_fn_api_pb2.InstructionRequest(instruction_id="b1"))
+    threads = [threading.Thread(target=waits, args=args, daemon=True) for args in (
+        ("answer", pending.get), ("output", lambda: list(data.input_elements("b1", ["t"]))), ("send", send))]
+    [t.start() for t in threads]
+    time.sleep(0.5)
+    assert all(t.is_alive() for t in threads), raised  # each waits
+    words = "SDK worker 1 of 2 (pid 4242) was killed by signal 9 (SIGKILL: out of memory?)"
+    failed = time.monotonic()
+    _fail_the_waits_of(weakref.ref(handler), words)
+    [t.join(5) for t in threads]
+    took = time.monotonic() - failed
+    assert not any(t.is_alive() for t in threads), f"still waiting: {sorted({'answer', 'output', 'send'} - set(raised))}"
+    assert took < 2.5, took  # input_elements looks every second
+    assert raised["send"] is None  # what the run sends a dead worker is dropped
+    for name in ("answer", "output"):
+        assert isinstance(raised[name], WorkerDied) and str(raised[name]) == words, raised
+    later = control.push(beam_fn_api_pb2.InstructionRequest(instruction_id="b2"))  # a request after the death
+    with pytest.raises(WorkerDied, match=re.escape(words)):
+        later.get(5)
+    with pytest.raises(WorkerDied, match=re.escape(words)):  # Beam's close of the handler (logged; the run goes on)
+        data.close()
+    control.close()  # never started: nothing to wait for
+
+
+def test_a_runs_death_calls_what_waits_on_it_once_and_no_other_runs():
+    """The watch's part of trial46b B2 (:func:`~fair_forge_beam.worker_watch.when_dead`): a run's first death calls each
+    of its callbacks once with its words, a callback added after it at once; another run's are not called."""
+    import threading
+
+    from fair_forge_beam import worker_watch
+    from fair_forge_beam.worker_watch import watching, when_dead, worker_ended, worker_started
+
+    sleepers = [subprocess.Popen(["sleep", "30"]) for _ in range(2)]
+    called = []
+    both = threading.Barrier(2, timeout=30)
+
+    def run(name: str, sleeper) -> None:
+        with watching() as watch:
+            worker = _FakeWorker(sleeper.pid)
+            worker_started(worker)
+            when_dead(watch, lambda words: called.append((name, "before", words)))
+            both.wait()
+            if name == "A":
+                worker.returncode = -9
+                worker_ended(worker, -9)
+                worker_ended(worker, -9)  # said twice: one death
+                when_dead(watch, lambda words: called.append((name, "after", words)))
+            both.wait()
+
+    threads = [threading.Thread(target=run, args=(name, s)) for name, s in (("A", sleepers[0]), ("B", sleepers[1]))]
+    try:
+        [t.start() for t in threads]
+        [t.join(30) for t in threads]
+    finally:
+        for s in sleepers:
+            s.kill()
+            s.wait()
+    words = f"SDK worker 1 of 1 (pid {sleepers[0].pid}) was killed by signal 9 (SIGKILL: out of memory?)"
+    assert called == [("A", "before", words), ("A", "after", words)]
+    assert worker_watch.wait_for_late_reports(30) and worker_watch._CLAIMS == [] and worker_watch._ACTIVE == []
+
+
+def test_a_worker_started_after_its_runs_death_is_ended_at_once():
+    """fix47a, seen in 2 of 14 tries under load: Beam started a run's second worker after its first had been killed;
+    nothing ended it, and 60 s later it gave up on the run's closed control address with grpc's FutureTimeoutError
+    traceback on the run's stderr. A worker its run starts after the run's death is ended at once, as the others were;
+    its end is no second death."""
+    import threading
+
+    from fair_forge_beam import worker_watch
+    from fair_forge_beam.worker_watch import watching, worker_ended, worker_started
+
+    first, second = (subprocess.Popen(["sleep", "30"], process_group=0) for _ in range(2))
+    seen = {}
+
+    def run() -> None:  # not the main thread: no signal
+        with watching() as watch:
+            worker = _FakeWorker(first.pid)
+            worker_started(worker)
+            first.kill()
+            worker.returncode = first.wait()
+            worker_ended(worker, worker.returncode)
+            late = _FakeWorker(second.pid)
+            worker_started(late)
+            try:
+                late.returncode = second.wait(10)
+            except subprocess.TimeoutExpired:
+                late.returncode = None
+            worker_ended(late, late.returncode)
+            seen.update(code=late.returncode, death=watch.death)
+
+    t = threading.Thread(target=run)
+    try:
+        t.start()
+        t.join(30)
+    finally:
+        for p in (first, second):
+            p.kill()
+            p.wait()
+    assert seen == {"code": -9, "death": f"SDK worker 1 of 1 (pid {first.pid}) was killed by signal 9 (SIGKILL: out of "
+                                         "memory?)"}
+    assert worker_watch.wait_for_late_reports(30) and worker_watch._CLAIMS == [] and worker_watch._ACTIVE == []
