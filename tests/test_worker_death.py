@@ -1145,10 +1145,10 @@ def _plain_audits(tmp_path, with_b: bool, limit: float = 30) -> tuple:
 
 
 def _a_failed_with_its_line(said, lines, err, outs, limit: float) -> None:
-    assert len(lines) == 1 and re.fullmatch(re.escape(
-        f"fair-forge-beam: error: the audit stopped: SDK worker N of M (pid {said['killed']}) was killed by signal 9 "
-        f"(SIGKILL: out of memory?); nothing was published; the output folder {outs['A']} is untouched (as it was "
-        "before the run)").replace("N of M", "[12] of [12]", 1), lines[0]), err[-3000:]  # 1 of 1: killed before
+    assert len(lines) == 1 and re.fullmatch(  # 1 of 1: killed before Beam started A's second worker (under load)
+        re.escape("fair-forge-beam: error: the audit stopped: SDK worker ") + "[12] of [12]" + re.escape(
+            f" (pid {said['killed']}) was killed by signal 9 (SIGKILL: out of memory?); nothing was published; the "
+            f"output folder {outs['A']} is untouched (as it was before the run)"), lines[0]), err[-3000:]
     assert sorted(p.name for p in outs["A"].iterdir()) == ["results.json"]
     assert json.loads((outs["A"] / "results.json").read_text(encoding="utf-8")) == {"before": True}
     assert said["took"]["A"] <= limit, said
