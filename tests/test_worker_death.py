@@ -922,6 +922,22 @@ print(json.dumps({"codes": codes, "ended": ended, "released": released, "as_befo
 """
 
 
+def _three_runs(tmp_path, text: str) -> tuple:
+    """``(outs, script, lone)`` of a program ``text`` that runs audits A, B and B alone again: their output folders
+    (A's holds an earlier run's ``results.json``), the program's file, and the argv of B's plain audit, less
+    ``--output``."""
+    from test_interrupts import FF
+
+    outs = {name: tmp_path / name for name in ("A", "B", "lone")}
+    script = tmp_path / "audits.py"
+    script.write_text(text, encoding="utf-8")
+    outs["A"].mkdir()
+    (outs["A"] / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
+    lone = ["--input", str(FF), "--metrics", "humanity", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000",
+            "--quiet", f"--runner={FNAPI}", *MULTI_PROCESS]
+    return outs, script, lone
+
+
 @pytest.mark.slow
 def test_a_workers_death_ends_its_own_run_only_when_two_runs_share_the_process(tmp_path):
     """Session 30: two audits in two threads of one process (the Python API, two multi-process workers each), one
@@ -933,13 +949,7 @@ def test_a_workers_death_ends_its_own_run_only_when_two_runs_share_the_process(t
     from test_interrupts import FF, _env
 
     limit = 180  # three audits on a loaded 2-core machine (40 s on a quiet one); the old code waited for ever
-    outs = {name: tmp_path / name for name in ("A", "B", "lone")}
-    script = tmp_path / "two_audits.py"
-    script.write_text(_TWO_AUDITS, encoding="utf-8")
-    outs["A"].mkdir()
-    (outs["A"] / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
-    lone = ["--input", str(FF), "--metrics", "humanity", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000",
-            "--quiet", f"--runner={FNAPI}", *MULTI_PROCESS]
+    outs, script, lone = _three_runs(tmp_path, _TWO_AUDITS)
     with ScriptedOpenAIServer(lambda req: Reply(content="{}", drip=30, drip_headers=True)) as srv, \
             open(tmp_path / "stdout", "w+", encoding="utf-8") as said_to, \
             open(tmp_path / "stderr", "w+", encoding="utf-8") as err_to:  # files: the workers' logs fill a pipe
@@ -995,6 +1005,21 @@ def test_a_workers_death_ends_its_own_run_only_when_two_runs_share_the_process(t
     assert left == [], f"{len(left)} process(es) of the runs outlived them"
 
 
+def _two_runs(run, sleepers) -> None:
+    """``run(name, sleeper)`` in two threads, A's with ``sleepers[0]`` and B's with ``sleepers[1]`` (processes for the
+    watches' looks), up to 30 s each; then every sleeper is ended."""
+    import threading
+
+    threads = [threading.Thread(target=run, args=(name, s)) for name, s in (("A", sleepers[0]), ("B", sleepers[1]))]
+    try:
+        [t.start() for t in threads]
+        [t.join(30) for t in threads]
+    finally:
+        for s in sleepers:
+            s.kill()
+            s.wait()
+
+
 def test_two_runs_in_two_threads_each_watch_their_own_workers_only():
     """Session 30, the watch's part: each call reaches the run it is made for (by default the run whose thread makes
     it) and no other. Before, every worker started was every run's, and Beam's closing of one run's handler
@@ -1024,14 +1049,7 @@ def test_two_runs_in_two_threads_each_watch_their_own_workers_only():
             both.wait()
             seen[name] = ([w.pid for w in watch.workers], watch.death)
 
-    threads = [threading.Thread(target=run, args=(name, s)) for name, s in (("A", sleepers[0]), ("B", sleepers[1]))]
-    try:
-        [t.start() for t in threads]
-        [t.join(30) for t in threads]
-    finally:
-        for s in sleepers:
-            s.kill()
-            s.wait()
+    _two_runs(run, sleepers)
     assert seen == {"A": ([sleepers[0].pid], None),
                     "B": ([sleepers[1].pid], f"SDK worker 1 of 1 (pid {sleepers[1].pid}) exited with code 0 before the "
                                              "job ended")}
@@ -1047,23 +1065,17 @@ def test_two_runs_in_two_threads_each_watch_their_own_workers_only():
 #: waited for: the old code's A waited in Beam's ``input_elements`` for ever
 _PLAIN_AUDITS = r"""
 import json, logging, os, signal, sys, threading, time
-from fair_forge_beam import procfs, worker_watch
+sys.path.insert(0, sys.argv[1])  # the tests' folder
+from fair_forge_beam import worker_watch
 from pipelines.audit import main
+from test_worker_death import _workers
 
 names = ("apache_beam.runners.worker.data_plane", "apache_beam.runners.portability.fn_api_runner.worker_handlers")
 def installed():
     return ([list(logging.getLogger(n).filters) for n in names], threading.excepthook, signal.getsignal(signal.SIGCHLD))
 
 def workers():
-    found = set()
-    for pid in procfs.descendants():
-        try:
-            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if b"apache_beam.runners.worker.sdk_worker_main" in argv and not argv[0].endswith(b"sh"):
-            found.add(pid)
-    return found
+    return set(_workers(os.getpid()))
 
 def until(what, seconds=120):
     deadline = time.time() + seconds
@@ -1074,7 +1086,7 @@ def until(what, seconds=120):
         time.sleep(0.005)
     raise SystemExit(f"not seen in {seconds} s")
 
-limit, a_argv, b_argv, lone_argv = float(sys.argv[1]), *(json.loads(a) for a in sys.argv[2:5])
+limit, a_argv, b_argv, lone_argv = float(sys.argv[2]), *(json.loads(a) for a in sys.argv[3:6])
 before, codes, ended = installed(), {}, {}
 def call(name, argv):
     codes[name] = main(argv)
@@ -1091,15 +1103,18 @@ killed_worker = min(until(lambda: workers() - others))
 os.kill(killed_worker, signal.SIGKILL)
 killed = time.time()
 b_ran = "B" in threads and threads["B"].is_alive()
+seen = workers() | others | {killed_worker}
 for name, t in sorted(threads.items()):
     t.join(max(0.0, killed + limit - time.time()))
+    seen |= workers()  # a worker Beam started late too
 hung = sorted(name for name, t in threads.items() if t.is_alive())
 if hung:
-    print(json.dumps({"hung": hung, "codes": codes}), flush=True)
+    print(json.dumps({"hung": hung, "codes": codes, "seen": sorted(seen)}), flush=True)
     os._exit(3)
 codes["lone"] = main(lone_argv)
 released = worker_watch.wait_for_late_reports(60)
 print(json.dumps({"codes": codes, "took": {n: round(at - killed, 2) for n, at in ended.items()}, "b_ran": b_ran,
+                  "seen": sorted(seen),
                   "killed": killed_worker, "released": released, "as_before": installed() == before,
                   "claims": len(worker_watch._CLAIMS), "runs": len(worker_watch._ACTIVE)}), flush=True)
 """
@@ -1107,40 +1122,27 @@ print(json.dumps({"codes": codes, "took": {n: round(at - killed, 2) for n, at in
 
 def _plain_audits(tmp_path, with_b: bool, limit: float = 30) -> tuple:
     """Runs :data:`_PLAIN_AUDITS` (A, and B when ``with_b``): what it said, A's one-line stderr, and the outputs."""
-    from test_interrupts import FF, _env
+    from test_interrupts import _env
 
-    outs = {name: tmp_path / name for name in ("A", "B", "lone")}
-    script = tmp_path / "plain_audits.py"
-    script.write_text(_PLAIN_AUDITS, encoding="utf-8")
-    outs["A"].mkdir()
-    (outs["A"] / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
-    audit = ["--input", str(FF), "--metrics", "humanity", "--mode", "bayesian", "--seed", "7", "--mc-samples", "1000",
-             "--quiet", f"--runner={FNAPI}", *MULTI_PROCESS]
+    outs, script, audit = _three_runs(tmp_path, _PLAIN_AUDITS)
     argv = [[*audit, "--output", str(outs[name])] for name in ("A", "B", "lone")]
     if not with_b:
         argv[1] = None
     with open(tmp_path / "stdout", "w+", encoding="utf-8") as said_to, \
             open(tmp_path / "stderr", "w+", encoding="utf-8") as err_to:  # files: the workers' logs fill a pipe
-        proc = subprocess.Popen([sys.executable, str(script), str(limit), *(json.dumps(a) for a in argv)],
-                                cwd=tmp_path, env=_env(), stdout=said_to, stderr=err_to, text=True)
-        run = []
-        try:
-            try:
-                proc.wait(timeout=limit + 240)  # the script gives up on a hung call itself, LIMIT s after the kill
-            except subprocess.TimeoutExpired:
-                pytest.fail("the script did not end")
-            run = _tree(proc.pid)
-        finally:
-            left = _no_process_left(_tree(proc.pid) + run)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        try:  # the script gives up on a hung call itself, LIMIT s after the kill
+            subprocess.run([sys.executable, str(script), os.path.dirname(__file__), str(limit),
+                            *(json.dumps(a) for a in argv)], cwd=tmp_path, env=_env(), stdout=said_to, stderr=err_to,
+                           text=True, timeout=limit + 240)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the script did not end")
         said_to.seek(0), err_to.seek(0)
         out, err = said_to.read(), err_to.read()
     assert out.strip(), err[-3000:]
     said = json.loads(out.strip().splitlines()[-1])
+    left = _no_process_left(said["seen"])  # A's and B's workers (Beam gives each a process group of its own)
     assert "hung" not in said, f"{said['hung']} still ran {limit} s after A's worker was killed: {err[-3000:]}"
-    assert left == [], f"{len(left)} process(es) of the runs outlived them"
+    assert left == [], f"{len(left)} worker(s) of the runs outlived them"
     return said, _one_line(err), err, outs
 
 
@@ -1269,14 +1271,7 @@ def test_a_runs_death_calls_what_waits_on_it_once_and_no_other_runs():
                 when_dead(watch, lambda words: called.append((name, "after", words)))
             both.wait()
 
-    threads = [threading.Thread(target=run, args=(name, s)) for name, s in (("A", sleepers[0]), ("B", sleepers[1]))]
-    try:
-        [t.start() for t in threads]
-        [t.join(30) for t in threads]
-    finally:
-        for s in sleepers:
-            s.kill()
-            s.wait()
+    _two_runs(run, sleepers)
     words = f"SDK worker 1 of 1 (pid {sleepers[0].pid}) was killed by signal 9 (SIGKILL: out of memory?)"
     assert called == [("A", "before", words), ("A", "after", words)]
     assert worker_watch.wait_for_late_reports(30) and worker_watch._CLAIMS == [] and worker_watch._ACTIVE == []
