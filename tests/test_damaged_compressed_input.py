@@ -215,3 +215,83 @@ def test_open_input_gives_every_byte_before_an_error_to_read(tmp_path):
         assert len(got) > 3 * 2**20 - 8192 and data.startswith(got)
         with pytest.raises(CompressedDataCut, match="cut short"):
             f.read(2**20)
+
+
+_EMPTY_SUFFIXES = (".gz", ".bz2", ".xz", ".lzma", ".zst", ".zstd", ".deflate")
+
+
+def test_a_compressed_input_of_0_bytes_is_one_dead_letter_naming_it_and_an_empty_plain_file_none(tmp_path):
+    """trial47 B2: ``: > z.jsonl.gz`` beside a good input read as 0 records, no dead letter, no
+    warning (Beam's file sources leave every 0-byte file out, and every decompressor reads 0 bytes as
+    no data), in every compression; ``gzip -t`` / ``bzip2 -t`` / ``xz -t`` refuse such a file. It is
+    a file cut short at its start: one dead letter each, naming it; an empty plain ``.jsonl`` or
+    ``.json`` stays 0 records and no dead letter; the good input is read whole."""
+    import apache_beam as beam
+
+    from fair_forge_beam.beam_pipeline import pipeline_options
+    from fair_forge_beam.io.read import ReadInteractions
+
+    empty = [tmp_path / f"z{suffix[1:]}.jsonl{suffix}" for suffix in _EMPTY_SUFFIXES] + [tmp_path / "zj.json.gz"]
+    plain = [tmp_path / "e.jsonl", tmp_path / "e.json"]
+    for path in empty + plain:
+        path.write_bytes(b"")
+    good = tmp_path / "good.jsonl"
+    good.write_text(_text("jsonl", _sessions(2, prefix="ok")).decode())
+    sink = _SINK
+    sink.clear()
+    with beam.Pipeline(options=pipeline_options([])) as p:
+        r = p | ReadInteractions([str(x) for x in empty + plain + [good]])
+        for name in ("interactions", "dead_letter"):
+            r[name] | f"list_{name}" >> beam.combiners.ToList() | f"keep_{name}" >> beam.Map(_store, name)
+    assert sorted({x.session_id for x in sink["interactions"]}) == ["ok0", "ok1"]
+    got = {d.source.rsplit(":", 1)[0]: d.reason for d in sink["dead_letter"]}
+    assert sorted(got) == sorted(str(x) for x in empty), sorted(got)
+    for path, reason in got.items():
+        assert reason.startswith(f"cannot read compressed file {path} to its end, it is cut short: 0 "), reason
+        assert "the rest of the file is missing: the file is empty (0 bytes), it ends before its " in reason, reason
+        assert reason.endswith(" header"), reason
+
+
+@pytest.mark.parametrize("suffix", _EMPTY_SUFFIXES)
+def test_every_reader_of_a_compressed_file_tells_0_bytes_as_cut_short(tmp_path, suffix):
+    """The root (``edge.open_input``): every decompressor read a file of 0 bytes as no data without a
+    word; the watcher's lines, the hh-rlhf loader and the check each say it now. A stream of no data
+    (``gzip`` of nothing: 20 bytes) is a sound file, read as empty."""
+    from fair_forge_beam.io.edge import CompressedDataCut, compressed_check, open_input
+    from fair_forge_beam.io.hh_rlhf import hh_rlhf_sessions
+    from fair_forge_beam.io.stream_sources import _ReadLines
+
+    name = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "lzma", ".zst": "zstd", ".zstd": "zstd",
+            ".deflate": "zlib"}[suffix]
+    path = tmp_path / f"e.jsonl{suffix}"
+    path.write_bytes(b"")
+    error = compressed_check(str(path))
+    assert isinstance(error, CompressedDataCut) and not error.reads_nothing, error
+    assert error.what == f"the file is empty (0 bytes), it ends before its {name} header", error.what
+    with open_input(str(path)) as f, pytest.raises(CompressedDataCut, match="empty \\(0 bytes\\)"):
+        f.read()
+    got = [x[2] for x in _ReadLines(2**20).process(_readable(path))]
+    assert len(got) == 1 and "it is cut short: 0 lines read" in got[0].reason and error.what in got[0].reason, got
+    with pytest.raises(OSError, match="empty \\(0 bytes\\)"):
+        hh_rlhf_sessions(str(path), limit=10)
+    compress = {".lzma": lambda b: lzma.compress(b, format=lzma.FORMAT_ALONE), ".zstd": _FORMATS[".zst"][0]}.get(
+        suffix) or _FORMATS[suffix][0]
+    path.write_bytes(compress(b""))
+    assert compressed_check(str(path)) is None
+    with open_input(str(path)) as f:
+        assert f.read() == b""
+
+
+def test_an_xz_file_of_stream_padding_alone_is_not_xz_data(tmp_path):
+    """Zero bytes are padding between xz streams; a file of them alone held no stream and was read as
+    empty without a word (``xz -t``: "File format not recognized"). Padding after a stream is still
+    skipped."""
+    from fair_forge_beam.io.edge import NotCompressedData, compressed_check
+
+    path = tmp_path / "pad.jsonl.xz"
+    path.write_bytes(bytes(16))
+    error = compressed_check(str(path))
+    assert isinstance(error, NotCompressedData) and error.reads_nothing, error
+    assert error.what.startswith("not xz data (it starts with bytes 0x00 0x00"), error.what
+    path.write_bytes(lzma.compress(b'{"a": 1}\n') + bytes(16))
+    assert compressed_check(str(path)) is None

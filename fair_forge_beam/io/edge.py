@@ -797,6 +797,12 @@ class NotCompressedData(CompressedDataError):
 _COMPRESSION_NAMES = {"gzip": "gzip", "bzip2": "bzip2", "lzma": "xz", "zstd": "zstd", "deflate": "zlib"}
 
 
+class _NoData(EOFError):
+    """A compressed file of 0 bytes: it ends before the first byte of its compression's header
+    (``gzip -t``: "unexpected end of file", ``bzip2 -t``: "file ends unexpectedly"), a file cut short
+    at its start, or a copy that stopped before it wrote anything."""
+
+
 class _NotAStream(ValueError):
     """A stream of a file (its first, or one after a complete stream) that does not start with its
     compression's header (``head``: its first bytes)."""
@@ -821,7 +827,9 @@ def compressed_error(path: str, kind: str, exc: BaseException, pos: int, head: b
     * anything else (a check that fails, data that does not decode): damaged."""
     name = ("lzma" if str(path).lower().endswith(".lzma") else "xz") if kind == "lzma" else _COMPRESSION_NAMES.get(kind, kind)
     text = str(exc).strip().splitlines()[0].strip() if str(exc).strip() else ""
-    if isinstance(exc, EOFError):
+    if isinstance(exc, _NoData):
+        cls, what = CompressedDataCut, f"the file is empty (0 bytes), it ends before its {name} header"
+    elif isinstance(exc, EOFError):
         cls, what = CompressedDataCut, f"the {name} data ends before its end-of-stream marker"
     elif isinstance(exc, _NotAStream) or text.startswith("Not a gzipped file") or any(t in text for t in (
             "Input format not supported", "Unknown frame descriptor",
@@ -986,8 +994,21 @@ class _Unxz(_OneStreamAtATime):
         self._lzma, self._memlimit = lzma, memlimit
 
     def _next_stream(self):
+        padding = self._tail
         self._tail = self._tail.lstrip(b"\x00")  # stream padding
-        return self._lzma.LZMADecompressor(memlimit=self._memlimit) if self._tail else None
+        if not self._tail:
+            self._padding = self._padding or padding[:8]
+            return None
+        self._started = True
+        return self._lzma.LZMADecompressor(memlimit=self._memlimit)
+
+    _started, _padding = False, b""
+
+    def read(self, n: int) -> bytes:
+        out = super().read(n)
+        if not out and not self._started and self._padding:  # zero bytes and no stream: padding of nothing
+            raise _NotAStream(self._padding)  # (xz -t: "File format not recognized")
+        return out
 
     def _decompress(self, data: bytes, n: int) -> bytes:
         try:
@@ -1165,6 +1186,8 @@ class _Decompressing(io.RawIOBase):
     def readinto(self, b) -> int:
         try:  # read1: what one step of decompression gives, so the data before a damaged part is kept
             data = self._read(len(b))
+            if not data and len(b) and not self._pos and self._raw_empty():
+                raise _NoData("the file is empty")  # every decompressor reads 0 bytes as no data, silently
             if not data and len(b) and self._at_end is not None:
                 self._at_end()  # a decompressor that does not tell a file cut short: the check that does
         except self._errors as exc:
@@ -1172,6 +1195,14 @@ class _Decompressing(io.RawIOBase):
         b[:len(data)] = data
         self._pos += len(data)
         return len(data)
+
+    def _raw_empty(self) -> bool:
+        """Whether the compressed file gave no byte at all (its position is still 0 at the end of its
+        data); False when its filesystem cannot tell."""
+        try:
+            return self._raw.tell() == 0
+        except (OSError, AttributeError, ValueError):
+            return False
 
     def close(self) -> None:
         if not self.closed:

@@ -1154,6 +1154,34 @@ class _JsonLinesSource(FileBasedSource):
             )
 
 
+#: the output of :class:`_MatchJsonl` that holds the dead letters of its compressed files of 0 bytes
+_EMPTY = "empty_compressed"
+
+
+class _MatchJsonl(beam.DoFn):
+    """A JSON Lines pattern → the metadata of the files it matches, for Beam's ``ReadAllFiles``;
+    a compressed file of 0 bytes → its one dead letter, ``(file, 0, ReadError)`` on output
+    :data:`_EMPTY`, from the reading of :meth:`_JsonLinesSource._read_compressed`. Beam's file
+    sources leave every file of 0 bytes out unread (``FileBasedSource``: "Ignoring empty file"),
+    which is right for a plain file (no line: no record) but hid a compressed one: 0 bytes are no
+    data of any compression (``gzip -t``: "unexpected end of file"), a file cut short at its start
+    (trial47 B2: ``: > z.jsonl.gz`` read as 0 records, no dead letter, no warning)."""
+
+    def __init__(self, max_record_bytes: int = MAX_RECORD_BYTES):
+        self.max_record_bytes = int(max_record_bytes)
+
+    def process(self, pattern):
+        from apache_beam.io.range_trackers import OffsetRangeTracker
+
+        for m in FileSystems.match([pattern])[0].metadata_list:
+            if m.size_in_bytes or CompressionTypes.detect_compression_type(m.path) == CompressionTypes.UNCOMPRESSED:
+                yield m
+                continue
+            tracker = OffsetRangeTracker(0, OffsetRangeTracker.OFFSET_INFINITY)
+            for item in _JsonLinesSource._read_compressed(m.path, tracker, self.max_record_bytes):
+                yield beam.pvalue.TaggedOutput(_EMPTY, item)
+
+
 def _jsonl_file_source(path: str, max_record_bytes: int = MAX_RECORD_BYTES) -> _JsonLinesSource:
     """The source of one matched JSON Lines file: its name escaped (``glob.escape``), since Beam's
     ``FileBasedSource`` matches its pattern again — a name holding ``[``, ``*`` or ``?`` matched
@@ -2021,13 +2049,18 @@ class ReadInteractions(beam.PTransform):
                 # byte ranges of the files, redistributed before they are read (Beam's ReadAllFiles:
                 # match, ranges, Reshuffle, read): a BoundedSource is split inside the stage of its
                 # Impulse, which Flink connects forward, so one TaskManager read everything
-                record_pcolls.append(
+                matched = (
                     p
                     | f"{lbl}Pattern" >> beam.Create(list(pattern))
+                    | f"{lbl}Match" >> beam.ParDo(_MatchJsonl(self.max_record_bytes)).with_outputs(_EMPTY, main="files")
+                )
+                record_pcolls.append(
+                    matched.files
                     | f"{lbl}ReadJsonl" >> ReadAllFiles(True, CompressionTypes.AUTO, JSONL_RANGE_BYTES, _JSONL_MIN_RANGE_BYTES,
                                                         functools.partial(_jsonl_file_source,
                                                                           max_record_bytes=self.max_record_bytes))
                 )
+                record_pcolls.append(matched[_EMPTY])
             elif fmt == "json":
                 record_pcolls.append(
                     p
