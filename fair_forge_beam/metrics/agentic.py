@@ -134,8 +134,7 @@ class _Score(beam.DoFn):
         except ToolTraceError as exc:
             no_tool = f"tool correctness not computed: {plain_reason(exc)}"
             if self.source != "tools":  # scored by its label or the judge: the trace's own dead letter
-                raw = {"agentic": x.agentic, "ground_truth_agentic": x.ground_truth_agentic}
-                yield beam.pvalue.TaggedOutput(DEAD, dead_letter(TOOLS_STAGE, no_tool, raw, x.element_id))
+                yield beam.pvalue.TaggedOutput(DEAD, dead_letter(TOOLS_STAGE, no_tool, x._asdict(), x.element_id))
         task = read_path(x, self.task_field) if self.task_field else None
         meta = {
             "turn_index": x.turn_index,

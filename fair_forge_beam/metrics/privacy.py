@@ -270,7 +270,7 @@ class _ScorePrivacy(beam.DoFn):
         try:
             expected = _expected_spans(x.spans, text, set(dom.classes))
         except ValueError as exc:
-            yield beam.pvalue.TaggedOutput("dead_letter", dead_letter("privacy", f"bad expected span: {plain_reason(exc)}", list(x.spans or ()), x.element_id))
+            yield beam.pvalue.TaggedOutput("dead_letter", dead_letter("privacy", f"bad expected span: {plain_reason(exc)}", x._asdict(), x.element_id))
             return
         try:
             predicted = list(self.detector.predict(text))
@@ -279,7 +279,7 @@ class _ScorePrivacy(beam.DoFn):
 
             if environment_failure(exc):  # a full disk is the machine's failure, never the data's (issue 28 B3)
                 raise
-            yield beam.pvalue.TaggedOutput("dead_letter", dead_letter("privacy", f"detector {self.detector.name} failed: {plain_reason(exc)}", text, x.element_id))
+            yield beam.pvalue.TaggedOutput("dead_letter", dead_letter("privacy", f"detector {self.detector.name} failed on the {self.text_field}: {plain_reason(exc)}", x._asdict(), x.element_id))
             return
         counts, kept, ood = match_spans(predicted, expected, dom.classes, dom.iou_threshold)
         vec = [v for c in dom.classes for v in counts[c]] + [1, int(bool(kept)), len(expected), len(predicted), ood]

@@ -186,8 +186,11 @@ def _part_order(v: tuple) -> tuple:
 
 
 def _turn(x: Interaction):
+    # a turn without a role carries its record, the raw of its dead letter if its session has no role
+    # (trial47 B6: the raw was the query alone); a turn with one carries only what the judge is sent
     return session_key_of(x), (
-        x.turn_index, x.element_id, x.qa_id, x.query or "", x.assistant or "", x.chatbot_role)
+        x.turn_index, x.element_id, x.qa_id, x.query or "", x.assistant or "", x.chatbot_role,
+        x._asdict() if is_blank(x.chatbot_role) else None)
 
 
 class _BuildRequests(beam.DoFn):
@@ -206,7 +209,7 @@ class _BuildRequests(beam.DoFn):
         if not roles:
             for t in items:
                 yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
-                    NAME, "no chatbot_role: role adherence needs the session's declared role", t[3], t[1]))
+                    NAME, "no chatbot_role: role adherence needs the session's declared role", t[6], t[1]))
             return
         role = roles[0]  # one session, one header: several roles only when a session is split across files
         for t in items:
