@@ -501,3 +501,48 @@ def test_a_slice_field_no_session_carries_is_one_warning_line(tmp_path, caplog):
     assert line.startswith("--slices regoin: no session carries the metadata field 'regoin'") and "\n" not in line, line
     assert said("--slices", "overall,regoin", "--quiet") == []
     assert said("--slices", "overall,region") == []
+
+
+@pytest.mark.parametrize("shape", ["session", "streamed", "flat", "object"])
+def test_a_slice_value_with_no_json_form_is_a_dead_letter_and_nan_itself_missing(shape):
+    """trial47 B7: ``"meta": -Infinity`` (Python's json reads it) was the slice ``meta=-Infinity``,
+    ``[NaN]`` the slice ``[NaN]``, while ``Infinity`` in ``weight`` is a dead letter: a value with no
+    JSON form is a dead letter (docs/reliability.md) — ±Infinity, and a non-finite number at any depth
+    of a nested value — naming the field and where; ``NaN`` itself is no value, ``(missing)``, as
+    documented. Session, StreamedBatch and flat records of a JSON text, and a Parquet row's or a
+    retriever's object (``float('-inf')``), alike."""
+    from fair_forge_beam.io.elements import DeadLetter, Interaction
+    from fair_forge_beam.io.read import _ParseRecord
+
+    turn = {"qa_id": "q1", "query": "hi", "assistant": "hello"}
+    ids = {"session_id": "s", "assistant_id": "bot", "language": "english"}
+
+    def record(meta):
+        if shape in ("session", "object"):
+            return {**ids, "meta": meta, "conversation": [turn]}
+        if shape == "streamed":
+            return {"metadata": {**ids, "meta": meta}, "batch": turn}
+        return {**ids, **turn, "meta": meta}
+
+    def read(meta_text, meta_value):
+        fn = _ParseRecord(slice_fields=("meta",))
+        fn.setup()
+        payload = record(meta_value) if shape == "object" else json.dumps(record(None)).replace('"meta": null', f'"meta": {meta_text}')
+        out = [getattr(o, "value", o) for o in fn.process(("in.jsonl", 7, payload))]
+        dead = [o for o in out if isinstance(o, DeadLetter)]
+        # an interaction, or (session key, (order, turn_index, interaction as a tuple, n, whole)) to its session's ordering
+        found = [o if isinstance(o, Interaction) else Interaction(*o[1][2]) for o in out
+                 if isinstance(o, Interaction) or (isinstance(o, tuple) and len(o) == 2 and len(o[1]) == 5)]
+        return dead, [x.slice_values for x in found]
+
+    inf, nan = float("inf"), float("nan")
+    for text, value, said in (("-Infinity", -inf, "is -Infinity"), ("Infinity", inf, "is Infinity"),
+                              ('{"a": [1, NaN]}', {"a": [1, nan]}, "holds NaN at a[1]"),
+                              ('[{"b": -Infinity}]', [{"b": -inf}], "holds -Infinity at [0].b")):
+        dead, values = read(text, value)
+        assert len(dead) == 1 and not values, (text, dead, values)
+        assert f"slice field 'meta' {said}, a number with no JSON form" in dead[0].reason, dead[0].reason
+        assert dead[0].source == "in.jsonl:7" and '"s"' in dead[0].raw
+    for text, value, label in (("NaN", nan, None), ("2.5", 2.5, "2.5"), ('{"a": [1e300]}', {"a": [1e300]}, '{"a":[1e+300]}')):
+        dead, values = read(text, value)
+        assert not dead and values == [(("meta", label),)], (text, dead, values)

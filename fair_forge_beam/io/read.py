@@ -273,6 +273,28 @@ def _reads_as_another_value(text: str) -> bool:
 _EXACT_INT = 2 ** 53
 
 
+class NoJsonForm(ValueError):
+    """A metadata slice field's value that holds a number with no JSON form (``Infinity``,
+    ``-Infinity``, or ``NaN`` inside a nested value): its record is a dead letter."""
+
+
+def _non_finite(value) -> Optional[tuple]:
+    """``(path, number)`` of the first float of ``value`` (a parsed JSON value) that is not finite,
+    its path as ``[0].a`` from ``value`` (``""``: ``value`` itself); ``None`` when there is none.
+    Iterative: a value is nested as deep as the edge allows."""
+    stack = [("", value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return path, v
+        if isinstance(v, dict):
+            stack.extend((f"{path}.{k}" if isinstance(k, str) and k.isidentifier() else f"{path}[{json.dumps(k, ensure_ascii=False)}]", x)
+                         for k, x in reversed(list(v.items())))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((f"{path}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    return None
+
+
 def slice_value(value, mask=None) -> Optional[str]:
     """A session metadata field's value as the text of its slice key (``region=eu``), or ``None``
     when the record does not carry it (``null``, absent, a float NaN: the engine's
@@ -285,7 +307,7 @@ def slice_value(value, mask=None) -> Optional[str]:
     ``…`` plus 8 hex digits of its BLAKE2b hash end it, so two long values that share their start
     stay two slices. ``mask``: the record-id masker (:func:`~fair_forge_beam.io.secrets.id_masker`)
     applied to the text before it is cut (a value holding a key is masked whole, its hash taken of
-    the masked text)."""
+    the masked text). The reader gives it no value with no JSON form (:func:`_slice_values`)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) <= _EXACT_INT:
@@ -307,11 +329,29 @@ def _slice_values(fields: tuple, *places, mask=None) -> Optional[tuple]:
     """``((field, value), …)`` for the metadata slice ``fields``: each value from the first of
     ``places`` (dicts: the session header, the record) where the field is set (not ``null``),
     else ``None``; ``None`` without fields. Named pairs, so a metric finds its fields by name.
-    ``mask``: the record-id masker the values pass (:func:`slice_value`)."""
+    ``mask``: the record-id masker the values pass (:func:`slice_value`).
+
+    Raises:
+        NoJsonForm: a value that is ``Infinity`` or ``-Infinity``, or a nested value holding a number
+            that is not finite (``NaN`` too): a value with no JSON form is a dead letter
+            (docs/reliability.md), as ``weight`` and the ids are; a ``NaN`` value itself is no value,
+            ``(missing)`` (a float column's missing value). trial47 B7: ``"meta": -Infinity`` was the
+            slice ``meta=-Infinity``."""
     if not fields:
         return None
     dicts = [d for d in places if isinstance(d, dict)]
-    return tuple((f, slice_value(next((d[f] for d in dicts if d.get(f) is not None), None), mask)) for f in fields)
+    out = []
+    for f in fields:
+        value = next((d[f] for d in dicts if d.get(f) is not None), None)
+        bad = None if isinstance(value, float) and math.isnan(value) else _non_finite(value)
+        if bad is not None:
+            path, number = bad
+            what = "Infinity" if number > 0 else "-Infinity" if number < 0 else "NaN"
+            where = f"is {what}" if not path else f"holds {what} at {path.lstrip('.')}"
+            raise NoJsonForm(f"slice field {quoted(f)} {where}, a number with no JSON form: give a finite number, "
+                             "text, or null for no value")
+        out.append((f, slice_value(value, mask)))
+    return tuple(out)
 
 
 def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: Optional[float] = None,
@@ -596,7 +636,10 @@ class _ParseRecord(beam.DoFn):
         if bad_time:
             return [_rejected(bad_time, original, where)]
         mask = self._masker()
-        values = _slice_values(self.slice_fields, rec.get("metadata"), original, mask=mask)
+        try:
+            values = _slice_values(self.slice_fields, rec.get("metadata"), original, mask=mask)
+        except NoJsonForm as exc:
+            return [_rejected(str(exc), original, where)]
         meta, qa_id = self._masked(sb.metadata), mask(sb.batch.qa_id)
         if self.streaming:
             if sb.turn_index is None:
@@ -637,7 +680,11 @@ class _ParseRecord(beam.DoFn):
             yield _rejected("session has an empty conversation: nothing to score", rec, where)
             return
         mask = self._masker()
-        values = _slice_values(self.slice_fields, header, mask=mask)
+        try:
+            values = _slice_values(self.slice_fields, header, mask=mask)
+        except NoJsonForm as exc:
+            yield _rejected(f"session header: {exc}", rec, where)
+            return
         seen: dict[str, int] = {}
         empty: list = []
         n_read = 0  # interactions parsed from this record (one progress update per record)
