@@ -111,3 +111,33 @@ def test_bytes_in_a_field_not_read_stay_base64_with_a_warning(tmp_path_factory, 
     assert [x["session_id"] for x in inter] == ["s-good"]
     warned = [q for q in quality if q["kind"] == "binary_as_base64"]
     assert len(warned) == 1 and "'blob'" in warned[0]["message"], quality
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_a_key_holding_bytes_that_are_not_utf8_is_named_by_its_bytes(tmp_path, fmt):
+    """trial47 B8a: a key holding ED A0 80 (a surrogate written in UTF-8) was named
+    ``field 'k\\udced\\udca0\\udc80'``, the bytes shown as the escapes of characters they are not; it
+    is named by its bytes, ``field b'k\\xed\\xa0\\x80'``. A value's field keeps its plain name."""
+    from apache_beam.io import fileio
+    from apache_beam.io.filesystems import FileSystems
+
+    from fair_forge_beam.io.elements import DeadLetter
+    from fair_forge_beam.io.read import _ParseRecord, _ReadJsonFile
+
+    key = json.dumps(_record("session_id", "s-key"), ensure_ascii=False).encode()[:-1] + b', "k\xed\xa0\x80": 1}'
+    value = json.dumps(_record("conversation.0.assistant", MARK), ensure_ascii=False).encode().replace(MARK.encode(), b"he\xed\xa0\x80y")
+    fn = _ParseRecord()
+    fn.setup()
+    if fmt == "jsonl":
+        items = [("in.jsonl", 0, key), ("in.jsonl", 1, value)]
+    else:
+        path = tmp_path / "in.json"
+        path.write_bytes(b"[" + key + b",\n" + value + b"]")
+        [meta] = [m for r in FileSystems.match([str(path)]) for m in r.metadata_list]
+        items = list(_ReadJsonFile(2**20).process(fileio.ReadableFile(meta)))
+    reasons = [getattr(o, "value", o).reason for item in items for o in fn.process(item)
+               if isinstance(getattr(o, "value", o), DeadLetter)]
+    assert len(reasons) == 2, reasons
+    assert "field b'k\\xed\\xa0\\x80' holds bytes that are not UTF-8 text" in reasons[0], reasons[0]
+    assert "field 'conversation.0.assistant' holds bytes that are not UTF-8 text" in reasons[1], reasons[1]
+    assert not any("\\udc" in r for r in reasons), reasons

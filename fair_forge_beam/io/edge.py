@@ -131,10 +131,27 @@ TEXT_FIELDS = frozenset({
 def not_utf8_reason(field: Optional[str], reason: str, offset: int, of: str) -> str:
     """The reason of a dead letter for bytes that are not UTF-8, the same in every input format:
     ``field 'conversation.0.assistant' holds bytes that are not UTF-8 text (invalid start byte at
-    byte 35 of the value) …`` (``field`` ``None``: the field could not be told)."""
-    what = f"field {quoted(field)}" if field else "a field"
+    byte 35 of the value) …`` (``field`` ``None``: the field could not be told). A path holding the
+    bytes themselves (a key of a line decoded with ``surrogateescape``: ``'k\udced\udca0\udc80'``) is
+    shown as its bytes, ``field b'k\xed\xa0\x80'`` (trial47 B8: the escapes read as characters)."""
+    what = f"field {quoted(_as_bytes(field))}" if field else "a field"
     return (f"{what} holds bytes that are not UTF-8 text ({reason} at byte {offset:,} of {of}): decode it to text "
             "(e.g. from Latin-1 or cp1252) before the audit")
+
+
+#: a byte that did not decode, as ``surrogateescape`` holds it (U+DC80–U+DCFF: bytes 0x80–0xFF)
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _as_bytes(text: str):
+    """``text`` as its UTF-8 bytes when it holds bytes that did not decode (``surrogateescape``), so
+    that they show as bytes (``b'k\xed\xa0\x80'``); else ``text`` itself."""
+    if not _ESCAPED_BYTE.search(text):
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate of another kind too: shown as it is
+        return text
 
 
 def undecodable_field(text: str, limit: Optional[int] = None) -> Optional[str]:
