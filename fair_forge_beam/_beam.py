@@ -33,6 +33,29 @@ from fair_forge_beam._malloc import MMAP_THRESHOLD, tune_malloc  # noqa: E402
 __all__ += ["tune_gc", "GC_THRESHOLD0", "tune_malloc", "MMAP_THRESHOLD"]
 
 
+def inference_base():
+    """Beam's ``apache_beam.ml.inference.base`` (``RunInference``, the model handlers), imported with
+    its ``resource`` module bound. Beam imports the standard library's ``resource`` in one ``try``
+    with its ``ModelManager``, which needs torch: without torch (this package's base install) it
+    sets ``resource`` to None, and every model load then logs "WARNING root: Resource module is not
+    available for current platform, memory usage cannot be fetched" and measures no memory (trial47
+    B8: every judged audit on Linux printed it). The module is bound again here, where the platform
+    has it; on one without it (Windows) Beam's line is true and stays. Each module that imports
+    ``apache_beam.ml.inference.base`` calls this."""
+    import apache_beam.ml.inference.base as base
+
+    if getattr(base, "resource", True) is None:
+        try:
+            import resource
+        except ImportError:
+            return base
+        base.resource = resource
+    return base
+
+
+__all__ += ["inference_base"]
+
+
 _ARGS: "weakref.WeakKeyDictionary" = None  # function -> {bound: (args, defaults)}, see cache_dofn_signatures
 _ARGS_LOCK = threading.Lock()
 

@@ -63,8 +63,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from fair_forge_beam._beam import beam
+from fair_forge_beam._beam import beam, inference_base
 from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
+
+inference_base()  # Beam's memory measure bound without torch: no "Resource module is not available" line
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.io.secrets import keys_set_here, register_secret_env, require_keys

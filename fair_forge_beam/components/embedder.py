@@ -687,8 +687,10 @@ class HashingEmbedder(Embedder):
 
 
 def _build_handler_class():
-    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
-    from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+    from fair_forge_beam._beam import inference_base  # Beam's first import under the logging guard (case-006)
+
+    base = inference_base()  # its memory measure bound without torch (no "Resource module" line)
+    ModelHandler, PredictionResult = base.ModelHandler, base.PredictionResult
 
     class EmbedderModelHandler(ModelHandler):
         """A Beam ``ModelHandler[str, PredictionResult, Embedder]`` for ``RunInference``.

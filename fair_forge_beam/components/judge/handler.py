@@ -69,8 +69,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
-from fair_forge_beam._beam import beam
+from fair_forge_beam._beam import beam, inference_base
 from apache_beam.ml.inference.base import RemoteModelHandler, RunInference
+
+inference_base()  # Beam's memory measure bound without torch: no "Resource module is not available" line
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.components.judge.parsing import (
