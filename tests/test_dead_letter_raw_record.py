@@ -6,20 +6,8 @@ query alone; Privacy's held the expected spans alone, or the scanned text alone;
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from fair_forge_beam.io.read import _interaction
-from fair_forge_beam.schemas.common import Dataset
-
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "fair_forge_beam" / "data" / "privacy" / "privacy_roles_sample.json"
-
-
-def _interactions(mutate=None):
-    data = json.loads(SAMPLE.read_text(encoding="utf-8"))
-    if mutate:
-        mutate(data)
-    return [_interaction(d, b, i) for d in map(Dataset.model_validate, data) for i, b in enumerate(d.conversation)]
+from test_role_adherence import sample as _interactions  # the shipped sample with roles (one session without)
 
 
 def _dead(out) -> list:
