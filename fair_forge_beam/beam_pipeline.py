@@ -146,7 +146,6 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
 
     from apache_beam.runners.portability import local_job_service
 
-    from fair_forge_beam.sdk_worker import QUIET_WORKERS
     from fair_forge_beam.worker_watch import worker_ended, worker_started
 
     with _INSTALLING:  # once, also when two threads start their first runs at once
@@ -162,10 +161,11 @@ def _workers_leave_ctrl_c_to_the_command() -> None:
                 kwargs.setdefault("process_group", 0)
                 if args and kwargs.get("shell") and args[0] == _MULTI_PROCESS_WORKER:
                     # Beam's own command, run without a shell: the worker is the process Beam waits for, so
-                    # its death is told by its own status (-9), not a shell's 137 and 'Killed' line
-                    args, kwargs["shell"] = ([sys.executable, "-m", _WORKER_MODULE],) + tuple(args[1:]), False
-                    if (kwargs.get("env") or os.environ).get(QUIET_WORKERS):  # the command's --quiet (trial39 T13)
-                        args = ([sys.executable, "-m", "fair_forge_beam.sdk_worker", _WORKER_MODULE],) + tuple(args[1:])
+                    # its death is told by its own status (-9), not a shell's 137 and 'Killed' line. Through the
+                    # package's worker start: a console that refuses writes never stops it (trial46b B4), and the
+                    # command's --quiet reaches it (trial39 T13; fair_forge_beam.sdk_worker)
+                    args = ([sys.executable, "-m", "fair_forge_beam.sdk_worker", _WORKER_MODULE],) + tuple(args[1:])
+                    kwargs["shell"] = False
                 self.through_shell = bool(kwargs.get("shell"))
                 self.worker_id = (kwargs.get("env") or {}).get("WORKER_ID")  # what Beam names it when it tells it to stop
                 run = run_of_worker(kwargs.get("env") or {})  # started in Beam's thread: whose it is, by its env

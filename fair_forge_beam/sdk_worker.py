@@ -1,15 +1,25 @@
 """A multi-process SDK worker of the launcher's own runs (``--direct_running_mode=multi_processing``),
 started as ``python -m fair_forge_beam.sdk_worker apache_beam.runners.worker.sdk_worker_main``
-by :func:`fair_forge_beam.beam_pipeline.run_pipeline`'s worker start when the command runs with
-``--quiet`` (:data:`QUIET_WORKERS` set in the environment the workers inherit).
+by :func:`fair_forge_beam.beam_pipeline.run_pipeline`'s worker start (every such worker, ``--quiet`` or not).
 
-A worker is a process of its own: the launcher's ``--quiet`` (:class:`fair_forge_beam.progress.QuietLogs`)
-never reached it, and its root logger, given a stderr handler by the first warning Beam logs at import
-(``apitools not found``) and set to INFO by Beam's harness, printed about 60 lines per judge run
-(``Python sdk harness starting``, ``BatchElements statistics``: trial39 T13). Here the worker's stderr
-handler is installed first, at ERROR, and Python warnings are ignored; its records still reach the
-launcher through Beam's logging service, where ``--quiet`` holds. Then Beam's worker module runs as
-``__main__``, as it would have."""
+**A console that refuses writes never stops it** (trial46b B4): its ``sys.stdout`` and ``sys.stderr`` drop what
+the machine refuses (:func:`fair_forge_beam.console.unfailing_streams`). Beam's harness prints a failed
+bundle's traceback to stderr before it answers the launcher (``SdkHarness._execute``); under ``ulimit -f`` with
+stderr in a file (a cron job's ``>> log 2>&1``) that ``print`` raised ``OSError: [Errno 27] File too large``,
+the bundle's answer was never sent, and the launcher waited for it for ever.
+
+**``--quiet``** (:data:`QUIET_WORKERS` set in the environment the workers inherit): a worker is a process of its
+own: the launcher's ``--quiet`` (:class:`fair_forge_beam.progress.QuietLogs`) never reached it, and its root
+logger, given a stderr handler by the first warning Beam logs at import (``apitools not found``) and set to INFO
+by Beam's harness, printed about 60 lines per judge run (``Python sdk harness starting``, ``BatchElements
+statistics``: trial39 T13). Here the worker's stderr handler is installed first, at ERROR, and Python warnings
+are ignored. Its records reach the launcher through Beam's logging service, where ``--quiet`` holds (an
+environment failure's record dropped, every other ERROR shown once): while that service carries them, the
+worker's own stderr shows none of them, nor the traceback Beam's harness prints beside the record it logs of a
+failed bundle (fix47b: each ERROR was printed twice, the worker's line and the launcher's relay, and a failed
+write's traceback about 100 lines in all). What a worker logs before the service is connected or after it is
+closed (a worker that cannot start, its last words) is still shown on its stderr. Then Beam's worker module
+runs as ``__main__``, as it would have."""
 from __future__ import annotations
 
 import logging
@@ -21,18 +31,52 @@ import sys
 QUIET_WORKERS = "FAIR_FORGE_QUIET_WORKERS"
 
 
+def relayed() -> bool:
+    """Whether this worker's log records reach the launcher now: Beam's logging service handler
+    (``FnApiLogRecordHandler``) is on the root logger and not closed."""
+    service = sys.modules.get("apache_beam.runners.worker.log_handler")
+    if service is None:
+        return False
+    return any(isinstance(h, service.FnApiLogRecordHandler) and getattr(h, "_alive", False)
+               for h in logging.getLogger().handlers)
+
+
+class _NotRelayed(logging.Filter):
+    """The worker's own stderr handler under ``--quiet``: a record the launcher receives is not shown here too."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not relayed()
+
+
+def _print_unless_relayed(*args, **kwargs) -> None:
+    """``print`` for Beam's harness module under ``--quiet``: what it prints to stderr (a failed bundle's traceback,
+    which it logs too, as an ERROR record) is dropped while the launcher receives the worker's records."""
+    if kwargs.get("file") in (sys.stderr, sys.__stderr__) and relayed():
+        return
+    print(*args, **kwargs)
+
+
 def quiet_worker_logging() -> None:
-    """The worker's own stderr shows errors only (Beam's later ``basicConfig`` finds a handler and adds none)."""
+    """The worker's own stderr shows errors only, and none the launcher receives (Beam's later ``basicConfig``
+    finds a handler and adds none)."""
     import warnings
 
     handler = logging.StreamHandler()
     handler.setLevel(logging.ERROR)
     handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    handler.addFilter(_NotRelayed())
     logging.getLogger().addHandler(handler)
     warnings.simplefilter("ignore")
+    import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
+    from apache_beam.runners.worker import sdk_worker
+
+    sdk_worker.print = _print_unless_relayed  # the module's one print: SdkHarness._execute's traceback
 
 
 def main() -> None:
+    from fair_forge_beam.console import unfailing_streams
+
+    unfailing_streams()  # first: every handler and print of the worker writes through them
     if os.environ.get(QUIET_WORKERS):
         quiet_worker_logging()
     module = sys.argv[1]

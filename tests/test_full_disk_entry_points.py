@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,69 @@ def test_a_beam_copy_of_many_files_stopped_by_the_machine_is_the_one_error(tmp_p
         assert got.value.errno in (27, 28) and str(tmp_path / "out") in str(got.value)
     other = BeamIOError("Copy operation failed", {("a", "b"): ValueError("not the machine")})
     assert environment_failure(other) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quiet", [True, False], ids=["quiet", "verbose"])
+def test_a_multi_process_run_whose_stderr_file_hits_the_size_limit_ends_with_its_status(tmp_path, quiet):
+    """trial46b B4: a cron-style ``--direct_running_mode=multi_processing`` audit under ``ulimit -f`` with stderr in a
+    file (``>> log 2>&1``) never ended: the workers' tracebacks filled the log to the limit, the next ``print`` of a
+    failed bundle's traceback in Beam's harness raised ``OSError: [Errno 27] File too large`` before the bundle's
+    answer was sent, and the launcher waited for it for ever (3 of 3). Now exit code 1 in seconds; with ``--quiet``
+    the log holds the one line (was ~100 lines of the workers' tracebacks to a pipe)."""
+    from test_interrupts import MULTI_PROCESS, _no_process_left, _tree
+
+    out, log = tmp_path / "out", tmp_path / "log"
+    with open(log, "ab") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "pipelines.audit", "--input", str(HH), "--metrics", "humanity",
+                                 "--output", str(out), f"--runner={FNAPI}", *MULTI_PROCESS, *(["--quiet"] if quiet else [])],
+                                cwd=tmp_path, env=_env(), preexec_fn=_limited(8192), stdout=stderr, stderr=stderr)
+    run = []
+    try:
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline:
+            run = list(dict.fromkeys(run + _tree(proc.pid)))
+            time.sleep(0.5)
+        hung = proc.poll() is None
+    finally:
+        left = _no_process_left(_tree(proc.pid) + run)  # a hung run's workers are not left to the next test
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text(encoding="utf-8", errors="replace")
+    assert not hung, f"the run did not end in 240 s: {text[-2000:]}"
+    assert left == [], f"{len(left)} process(es) of the run outlived it"
+    assert proc.returncode == 1, text[-3000:]
+    assert not out.exists()
+    if quiet:
+        assert text.splitlines() == [
+            "fair-forge-beam: error: the audit stopped: File too large (the file size limit, ulimit -f) (in the "
+            "pipeline's step WriteOutputs/WriteToFiles/ParDo(_WriteUnshardedRecordsFn)/ParDo(_WriteUnshardedRecordsFn)); "
+            f"nothing was written ({out} was not created)"], text[-3000:]
+
+
+#: a process that, with its streams made unfailing, writes more than any console takes, then exits with code 3
+_WRITES_ON = ("import sys; from fair_forge_beam.console import unfailing_streams; unfailing_streams(); "
+              "[print('x' * 1000, file=s, flush=True) for s in (sys.stdout, sys.stderr) for _ in range(100)]; "
+              "print('no flush', file=sys.stderr); sys.stderr.write('pending'); sys.exit(3)")
+
+
+@pytest.mark.parametrize("console", ["file size limit", "full device", "closed pipe"])
+def test_unfailing_streams_drop_what_the_machine_refuses(tmp_path, console):
+    """:func:`fair_forge_beam.console.unfailing_streams` (every multi-process SDK worker's, trial46b B4): a console
+    that refuses writes (EFBIG, ENOSPC, EPIPE) raises nothing, and the interpreter's last flush fails nothing: the
+    process ends with its own exit code (not 1 from the exception, nor 120 from a failed flush at exit)."""
+    argv = [sys.executable, "-c", _WRITES_ON]
+    if console == "closed pipe":
+        proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.close()
+        proc.stderr.close()
+        assert proc.wait(timeout=60) == 3
+        return
+    target = tmp_path / "log" if console == "file size limit" else "/dev/full"
+    if console == "full device" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    with open(target, "wb") as sink:
+        proc = subprocess.run(argv, cwd=tmp_path, env=_env(), stdout=sink, stderr=sink, timeout=60,
+                              preexec_fn=_limited(4096) if console == "file size limit" else None)
+    assert proc.returncode == 3
