@@ -139,3 +139,41 @@ def test_the_loops_quiet_reaches_every_stages_multi_process_workers(tmp_path):
     (was 90 lines, mostly the generate and run stages' SDK workers' own logs). 20-45 s."""
     proc = _quiet_loop(tmp_path, "--direct_running_mode=multi_processing", "--direct_num_workers=2")
     assert (proc.stdout, proc.stderr) == ("", ""), proc.stderr[-3000:]
+
+
+def _refused_loop(tmp_path, *beam_args: str) -> subprocess.CompletedProcess:
+    """The quiet loop whose generator's port is closed (every request refused): an empty run, exit code 4."""
+    import socket
+
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    with ScriptedOpenAIServer("Two bags, glad to help.") as bot:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pipelines.loop", "--corpus", "airline", "--num-samples", "1", "--chunks-per-sample",
+             "1", "--num-queries", "1", "--generator-base-url", f"http://127.0.0.1:{port}/v1", "--generator-model", "gen",
+             "--generator-retries", "1", "--generator-cache", str(tmp_path / "gen.sqlite3"), "--assistant-url",
+             bot.base_url, "--assistant-model", "bot", "--metrics", "humanity", "--no-report", "--quiet",
+             "--output", str(tmp_path / "out"), *beam_args],
+            cwd=REPO, env=ENV, capture_output=True, text=True, timeout=600)
+        assert bot.count() == 0  # no question, nothing asked
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_args", [(), ("--direct_running_mode=multi_processing", "--direct_num_workers=2")],
+                         ids=["in-memory", "multi-process"])
+def test_a_quiet_loop_whose_generator_is_refused_says_its_one_line_only(tmp_path, beam_args):
+    """fix47b: each failed request of the generator's batches was an ERROR line of Beam's ``RemoteModelHandler``
+    (``exception raised as part of request, got …``), printed under ``--quiet`` before the empty run's line, which
+    says the same (one per attempt of the batch: 1 line in memory here, 3 with the default retries; with multi-process
+    workers each twice, the worker's own line and the launcher's relay: 2, 6). They are warnings now, and a worker's
+    record is shown by the launcher alone. 10-20 s in memory, 20-40 s with two worker processes."""
+    proc = _refused_loop(tmp_path, *beam_args)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("python -m pipelines.loop: empty run: the generator made no "
+                                                   "question"), proc.stderr[-3000:]
+    assert "the connection was refused" in lines[0] and proc.stdout == ""

@@ -70,7 +70,7 @@ inference_base()  # Beam's memory measure bound without torch: no "Resource modu
 
 from fair_forge_beam.components.judge.cache import DEFAULT_CACHE, cache_key, default_cache_path, endpoint_identity
 from fair_forge_beam.io.secrets import keys_set_here, register_secret_env, require_keys
-from fair_forge_beam.components.replies import (NO_KEY, limit_setting, REPLY_CHUNK, EndpointClient, NotAnAnswer, ReplyTooLarge, UnreadableReply,
+from fair_forge_beam.components.replies import (NO_KEY, RequestFailureNotices, limit_setting, REPLY_CHUNK, EndpointClient, NotAnAnswer, ReplyTooLarge, UnreadableReply,
                                                 chat_completion_body, check_call_limits, declared_length, http_client, is_streamed_body,
                                                 read_bounded, read_chat_reply, redirect_reason)
 from fair_forge_beam.io.elements import dead_letter, make_element_id
@@ -583,6 +583,7 @@ class AssistantHandler(RemoteModelHandler):
             register_secret_env(api_key_env)
         super().__init__(namespace=namespace, num_retries=int(num_retries), throttle_delay_secs=throttle_delay_secs,
                          rate_limiter=rate_limiter)
+        self.logger = RequestFailureNotices(self.logger)  # a failed request Beam retries is a warning (fix47b)
         self._cfg = _Config(kind, model, base_url, url, request_template, response_path, api_key_env, params, bool(send_context),
                             cache_path, float(request_timeout), int(max_concurrency), requests_per_minute, int(client_retries),
                             dict(headers or {}), int(max_reply_bytes), int(endpoint_down_after),

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import threading
 import time
@@ -45,7 +46,7 @@ from fair_forge_beam.plain import json_kind, plain_reason
 from fair_forge_beam.arguments import checks_arguments
 from fair_forge_beam.run_scope import at_run_end
 
-__all__ = ["ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
+__all__ = ["RequestFailureNotices", "ReplyTooLarge", "UnreadableReply", "REPLY_CHUNK", "HEAD_BYTES", "read_bounded", "bound_replies", "bounded_chat_completion",
            "chat_completion_body", "is_streamed_body", "STREAMED_REPLY", "read_chat_reply", "ChatReply", "NotAnAnswer", "usage_count", "MAX_TOKEN_COUNT",
            "declared_length", "openai_http_client", "reply_deadline", "connection_reason", "EndpointClient", "Pacer", "NO_KEY",
            "FailedQuestions", "Question", "EndpointHealth", "ENDPOINT_DOWN_AFTER", "FAILED_QUESTIONS_MAX", "FAILED_QUESTIONS_MAX_CHARS", "WHOLE_ANSWER_ENDS", "unfinished_reply"]
@@ -296,8 +297,6 @@ def usage_count(value: Any, field: str = "usage") -> int:
         first = field not in warned
         warned.add(field)
     if first:
-        import logging
-
         logging.getLogger(__name__).warning(
             "an endpoint sent %s = %s, which is not a token count: ignored (usage is advisory; the reply is read, "
             "its count taken as 0); said once a run", field, quoted(value, 60))
@@ -770,6 +769,23 @@ class FailedQuestions:
 
 
 
+class RequestFailureNotices(logging.LoggerAdapter):
+    """The logger of an endpoint's ``RemoteModelHandler`` (its ``logger``, named by its namespace:
+    ``fair_forge_beam.judge``, ``fair_forge_beam.generator``, the assistant's; ``RequestFailureNotices(handler.logger)``).
+    Beam's ``run_inference`` logs every failed request of a batch as an ERROR (``exception raised as part of
+    request, got …``) and raises it on to Beam's retry of the batch; what became of it — answered on a retry, or a
+    dead letter, counted in the run's summary and said in its empty-run line — is said where it ends, so the
+    record is a WARNING: shown as one without ``--quiet``, dropped with it (fix47b: a loop whose generator was
+    refused printed 3 such ERROR lines before its one line under ``--quiet``, 6 with multi-process workers). It
+    travels with the handler (pickled: the logger by its name)."""
+
+    def __init__(self, logger: logging.Logger):
+        super().__init__(getattr(logger, "logger", logger), {})
+
+    def error(self, msg, *args, **kwargs) -> None:
+        self.log(logging.WARNING, msg, *args, **kwargs)
+
+
 class EndpointHealth:
     """Whether an endpoint is down for the rest of a run (trial34 T2), per worker process: the one
     path of every endpoint kind (judge, guardian, generator: :class:`_JudgeClient`; the assistant
@@ -806,8 +822,6 @@ class EndpointHealth:
     def batch_ended(self, sent: bool, replied: bool, last_error: Optional[str]) -> None:
         """One batch ended after all its attempts: ``sent``, it sent requests; ``replied``, one of
         them got a reply; ``last_error``: the transient failure of a request of it (None: none)."""
-        import logging
-
         with self._lock:
             if self._reason is not None or not sent:
                 return

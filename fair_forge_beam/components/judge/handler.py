@@ -89,7 +89,7 @@ from fair_forge_beam.components.judge.parsing import (
 )
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.io.secrets import keys_set_here, register_secret_env, require_keys, scrub as scrub_secrets, scrub_body, scrub_logprobs, scrub_reply
-from fair_forge_beam.components.replies import (NO_KEY, ENDPOINT_DOWN_AFTER, EndpointClient, NotAnAnswer, ReplyTooLarge, check_call_limits, UnreadableReply,
+from fair_forge_beam.components.replies import (NO_KEY, ENDPOINT_DOWN_AFTER, RequestFailureNotices, EndpointClient, NotAnAnswer, ReplyTooLarge, check_call_limits, UnreadableReply,
                                                 chat_completion_body, read_chat_reply, unfinished_reply, usage_count, limit_setting)
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.options import MAX_PROMPT_CHARS, MAX_REPLY_BYTES
@@ -763,6 +763,7 @@ class OpenAIJudgeHandler(Transient, RemoteModelHandler):
             retry_filter=_retry_transient_only,
             rate_limiter=rate_limiter,
         )
+        self.logger = RequestFailureNotices(self.logger)  # a failed request Beam retries is a warning (fix47b)
         #: what the endpoint is to this handler, in messages ("judge", "generator": the counters' namespace)
         self.role = str(namespace).rsplit(".", 1)[-1] or "judge"
         self._cfg = _Config(
