@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
 
-__all__ = ["OutputFolderError", "OutputWriteError", "writing", "entry_point", "environment_failure", "runner_start_failure", "guarded", "interruption", "safe_streams", "say", "unfailing_streams",
+__all__ = ["OutputFolderError", "OutputWriteError", "writing", "entry_point", "environment_failure", "runner_start_failure", "guarded", "interruption", "safe_streams", "say", "unfailing_streams", "start_undone_on_interrupt",
            "uninterrupted", "note_stage", "forget_stage", "note_published", "note_cut", "cut_state", "expect_output", "command_output",
            "GRACE_SECONDS"]
 
@@ -468,6 +468,47 @@ def starting(prog: str = "fair-forge-beam", command: Optional[str] = None) -> No
     for name in _SIGNALS:
         with contextlib.suppress(ValueError, OSError):
             signal.signal(getattr(signal, name), on_signal)
+
+
+@contextlib.contextmanager
+def start_undone_on_interrupt(prog: str, what: Callable[[], str]) -> Iterator[None]:
+    """A block of a command whose start must undo itself (the test tools ``python -m
+    fair_forge_beam.testing.flink_cluster`` and ``.openai_server``: a cluster's processes, a listening server),
+    where :func:`starting`'s hard exit would leave what was started: the first SIGINT / SIGTERM raises
+    ``KeyboardInterrupt`` in the main thread, so the start's own ``except`` / ``finally`` undo it; further ones are
+    ignored. Once the interrupt has left the block: one line, ``<prog>: interrupted (Ctrl-C): <what()>``, and
+    ``SystemExit`` with 130 (SIGINT) or 143 (SIGTERM), never a traceback. A block that ends otherwise gives the
+    signals back their default actions (the command's own, as without this block: a served demo server stops on
+    Ctrl-C). Main thread only; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list = []
+
+    def on_signal(signum, frame) -> None:
+        if got:
+            return  # the first one is being dealt with
+        got.append(signum)
+        raise KeyboardInterrupt
+
+    for name in _SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(getattr(signal, name), on_signal)
+    after = {"SIGINT": signal.default_int_handler, "SIGTERM": signal.SIG_DFL}
+    try:
+        yield
+    except KeyboardInterrupt:
+        signum = got[0] if got else signal.SIGINT
+        after = {name: signal.SIG_IGN for name in _SIGNALS}  # the line is said once; the process ends with its status
+        for name in _SIGNALS:
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+        say(f"{prog}: interrupted ({_signal_name(signum)}): {what()}", file=sys.stderr)
+        raise SystemExit(128 + signum) from None
+    finally:
+        for name in _SIGNALS:
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(getattr(signal, name), after[name])
 
 
 def _install(command: str, prog: str) -> bool:

@@ -673,3 +673,103 @@ def test_a_package_module_command_takes_an_interrupt_while_it_imports_in_one_lin
     lines = [line for line in err.splitlines() if line.strip()]  # every line: their prog is python -m …, too
     how_said = "Ctrl-C" if name == "SIGINT" else "SIGTERM"
     assert len(lines) == 1 and f": interrupted ({how_said}): stopped while starting; nothing was written" in lines[0], lines
+
+
+#: the test tools' commands (``python -m fair_forge_beam.testing.<module>``: their start is theirs to undo), each with
+#: an argument list that starts it
+_TEST_TOOLS = {"fair_forge_beam.testing.openai_server": ["--port", "0"],
+               "fair_forge_beam.testing.flink_cluster": ["start", "--dir", "cluster"]}
+#: the tool's own first ``import argparse`` (its first import after it takes the signals) says so and takes 3 s
+_SLOW_ARGPARSE = """
+import builtins, sys, time
+_real = builtins.__import__
+def _slow(name, *args, **kwargs):
+    if (name == "argparse" and sys._getframe(1).f_globals.get("__name__") == "__main__"
+            and not getattr(_slow, "done", False)):
+        _slow.done = True
+        print("importing", file=sys.stderr, flush=True)
+        time.sleep(3)
+    return _real(name, *args, **kwargs)
+builtins.__import__ = _slow
+"""
+
+
+@pytest.mark.parametrize("module", sorted(_TEST_TOOLS))
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_test_tool_takes_an_interrupt_while_it_imports_in_one_line(tmp_path, module, name):
+    """fix47b: ``python -m fair_forge_beam.testing.flink_cluster`` and ``.openai_server`` printed a
+    ``KeyboardInterrupt`` traceback on a Ctrl-C in their first ~0.4 s (SIGTERM: no line at all, death by the signal).
+    Now one line, exit code 130 / 143, and no process of theirs left."""
+    argv = [sys.executable, "-c", _SLOW_ARGPARSE + f"sys.argv[1:] = {_TEST_TOOLS[module]!r}; import runpy; "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    try:
+        assert proc.stderr.readline().strip() == "importing"
+        run = _tree(proc.pid)
+        proc.send_signal(getattr(signal, name))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        left = _no_process_left(_tree(proc.pid) + run if proc.poll() is None else run)
+        if proc.poll() is None:
+            proc.kill()
+    assert left == []
+    assert proc.returncode == CODES[name], (proc.returncode, err[-2000:])
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    how_said = "Ctrl-C" if name == "SIGINT" else "SIGTERM"
+    assert err.splitlines() == [f"python -m {module}: interrupted ({how_said}): stopped while starting; nothing was "
+                                "written"], err[-2000:]
+    assert out == "" and list(tmp_path.iterdir()) == []
+
+
+#: the scripted server's socket, once bound, takes 3 s to listen (says so first)
+_SLOW_BIND = """
+import socketserver, sys, time
+_bind = socketserver.TCPServer.server_bind
+def _slow_bind(self):
+    _bind(self)
+    print("bound", self.server_address[1], file=sys.stderr, flush=True)
+    time.sleep(3)
+socketserver.TCPServer.server_bind = _slow_bind
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_the_scripted_server_interrupted_while_it_starts_closes_its_port_in_one_line(tmp_path, name):
+    """fix47b: the server's start (its socket bound, not yet served) cut by Ctrl-C / SIGTERM undoes itself: one line,
+    exit code 130 / 143, the port free again; a served server still stops on Ctrl-C as before (exit code 0)."""
+    import socket
+
+    module = "fair_forge_beam.testing.openai_server"
+    argv = [sys.executable, "-c", _SLOW_BIND + "sys.argv[1:] = ['--port', '0']; import runpy; "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    try:
+        said = proc.stderr.readline().split()
+        assert said[:1] == ["bound"], said
+        port = int(said[1])
+        proc.send_signal(getattr(signal, name))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == CODES[name], (proc.returncode, err[-2000:])
+    how_said = "Ctrl-C" if name == "SIGINT" else "SIGTERM"
+    assert err.splitlines() == [f"python -m {module}: interrupted ({how_said}): stopped while starting; nothing is "
+                                "served"], err[-2000:]
+    assert out == ""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # free again
+    # served, Ctrl-C stops it as before
+    proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0"], cwd=tmp_path, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    try:
+        assert proc.stdout.readline().startswith("serving http://127.0.0.1:")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (proc.returncode, err) == (0, "")

@@ -73,6 +73,11 @@ Command line (the cluster outlives the command; ``stop`` ends exactly the proces
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: a Ctrl-C while it still imports is one line (fix47b)
+    from fair_forge_beam.console import starting
+
+    starting("python -m fair_forge_beam.testing.flink_cluster", "cluster")
+
 import argparse
 import json
 import os
@@ -537,6 +542,8 @@ def _alive(pid: int, procs: list[subprocess.Popen]) -> bool:
 
 
 def main(argv=None) -> int:
+    from fair_forge_beam.console import start_undone_on_interrupt
+
     ap = argparse.ArgumentParser(
         prog="python -m fair_forge_beam.testing.flink_cluster",
         description="Start or stop a local Flink cluster (JobManager, TaskManagers, Beam job server) "
@@ -554,7 +561,11 @@ def main(argv=None) -> int:
             print(f"a cluster is already recorded in {a.dir}; stop it first", file=sys.stderr)
             return 2
         try:
-            c = FlinkCluster(task_managers=a.task_managers, workdir=a.dir).start()
+            # a Ctrl-C / SIGTERM while it starts: its start stops what it started (FlinkCluster.start), then one line,
+            # exit code 130 / 143 (fix47b: a traceback)
+            with start_undone_on_interrupt(ap.prog, lambda: f"stopped while starting; the cluster's processes were "
+                                                            f"stopped, none is recorded in {a.dir}"):
+                c = FlinkCluster(task_managers=a.task_managers, workdir=a.dir).start()
         except (FileNotFoundError, RuntimeError) as e:
             print(f"could not start the cluster: {e}", file=sys.stderr)
             return 1

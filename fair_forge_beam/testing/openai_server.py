@@ -31,6 +31,11 @@ demo endpoint.
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # the command is the process: a Ctrl-C while it still imports is one line (fix47b)
+    from fair_forge_beam.console import starting
+
+    starting("python -m fair_forge_beam.testing.openai_server", "server")
+
 import argparse
 import hashlib
 import json
@@ -234,11 +239,15 @@ class ScriptedOpenAIServer:
             raise RuntimeError("server already started")
         self._stop.clear()
         httpd = _Server(("127.0.0.1", self._port), _Handler)
-        httpd.daemon_threads = True
-        httpd.scripted = self  # type: ignore[attr-defined]
-        self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        try:  # a start cut short (Ctrl-C) undoes itself: the port is closed, nothing serves
+            httpd.daemon_threads = True
+            httpd.scripted = self  # type: ignore[attr-defined]
+            thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+            thread.start()
+        except BaseException:
+            httpd.server_close()
+            raise
+        self._httpd, self._thread = httpd, thread
         return self
 
     def stop(self) -> None:
@@ -555,21 +564,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+#: the command, as its lines name it
+PROG = "python -m fair_forge_beam.testing.openai_server"
+
+
 def main(argv: Optional[list] = None) -> None:
     """Serve until interrupted: ``--port``, ``--latency`` (s), ``--answer`` (text or JSON)."""
-    ap = argparse.ArgumentParser(description="Scripted OpenAI-compatible chat server for demos and tests")
+    from fair_forge_beam.console import start_undone_on_interrupt
+
+    ap = argparse.ArgumentParser(prog=PROG, description="Scripted OpenAI-compatible chat server for demos and tests")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
     ap.add_argument("--answer", default="OK", help="fixed answer content (text; JSON text for judges)")
     ap.add_argument("--model", default="scripted-model")
     args = ap.parse_args(argv)
-    with ScriptedOpenAIServer(args.answer, latency=args.latency, port=args.port, model=args.model) as srv:
+    srv = ScriptedOpenAIServer(args.answer, latency=args.latency, port=args.port, model=args.model)
+    try:
+        # a Ctrl-C / SIGTERM before it serves: one line, exit code 130 / 143, the port closed (fix47b: a traceback)
+        with start_undone_on_interrupt(PROG, lambda: "stopped while starting; nothing is served"):
+            srv.start()
         print(f"serving {srv.base_url} (Ctrl-C to stop)", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:  # the documented stop of a serving server
+        pass
+    finally:
+        srv.stop()
 
 
 if __name__ == "__main__":
