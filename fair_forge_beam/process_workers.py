@@ -41,6 +41,8 @@ __all__ = ["write_python_wrapper", "write_worker_command", "worker_stderr", "wor
 BOOT_SCRIPT = "beam-boot"
 #: the folder (beside the command) of the SDK workers' stderr files
 STDERR_DIR = "stderr"
+#: the module Beam's boot binary runs as the SDK worker (``python -m apache_beam.runners.worker.sdk_worker_main``)
+_WORKER_MODULE = "apache_beam.runners.worker.sdk_worker_main"
 #: marks a folder written by :func:`write_python_wrapper` (so stderr is only looked up there)
 _MARK = ".fair_forge_beam_worker_command"
 
@@ -71,6 +73,12 @@ def write_python_wrapper(folder: os.PathLike, python: Optional[str] = None) -> P
         "if [ $# -ge 3 ] && [ \"$1\" = -m ] && [ \"$2\" = pip ]; then\n"
         f"    if [ $# -eq 4 ] && [ \"$3\" = freeze ] && [ \"$4\" = --all ]; then exec {py} -c {shlex.quote(_PIP_FREEZE)} 2>>{err}; fi\n"
         f"    if [ $# -eq 4 ] && [ \"$3\" = show ]; then exec {py} -c {shlex.quote(_PIP_SHOW)} \"$4\" 2>>{err}; fi\n"
+        "fi\n"
+        "# The SDK worker the boot binary starts runs through the package's worker start: its stdout and stderr drop\n"
+        "# what the machine refuses (ulimit -f on its stderr file: a failed bundle's traceback print raised, and the\n"
+        "# bundle's answer was never sent; fair_forge_beam/sdk_worker.py)\n"
+        f"if [ $# -eq 2 ] && [ \"$1\" = -m ] && [ \"$2\" = {_WORKER_MODULE} ]; then\n"
+        f"    exec {py} -m fair_forge_beam.sdk_worker {_WORKER_MODULE} 2>>{err}\n"
         "fi\n"
         f"exec {py} \"$@\" 2>>{err}\n"
     )

@@ -488,3 +488,21 @@ def test_prism_worker_pool_from_a_venv(tmp_path):
     assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     venv = str(tmp_path / "venv")
     assert json.loads(lines[-1][len("RESULT "):]) == [f"{venv}|{venv}"]
+
+
+def test_the_sdk_worker_the_boot_binary_starts_runs_through_the_packages_worker_start(tmp_path):
+    """fix47b (trial46b B4's class): a PROCESS worker's stderr is a file of its own (``stderr/python-….stderr``); under
+    ``ulimit -f`` the harness's ``print`` of a failed bundle's traceback into it raised, and the bundle's answer was
+    never sent. The boot binary's ``python -m apache_beam.runners.worker.sdk_worker_main`` now runs through
+    :mod:`fair_forge_beam.sdk_worker` (streams that drop what the machine refuses); any other module is Python's."""
+    from fair_forge_beam.process_workers import write_python_wrapper
+
+    python = write_python_wrapper(tmp_path / "bin")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("CONTROL_API_SERVICE_DESCRIPTOR", None)  # the worker fails at once, its traceback in its stderr file
+    proc = subprocess.run([str(python), "-m", "apache_beam.runners.worker.sdk_worker_main"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    [err] = (tmp_path / "bin" / "stderr").glob("python-*.stderr")
+    text = err.read_text(encoding="utf-8")
+    assert "KeyError: 'CONTROL_API_SERVICE_DESCRIPTOR'" in text and "fair_forge_beam/sdk_worker.py" in text, text[-2000:]
