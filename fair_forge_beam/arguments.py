@@ -17,18 +17,20 @@ import os
 import re
 import types
 import typing
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 from fair_forge_beam.blank import is_blank
 
 __all__ = ["keyword_annotations", "expects", "fits", "check_values", "check_arguments", "checks_arguments",
-           "data_annotations", "is_data_annotation", "masked_key", "a_type", "KEY_LIMIT"]
+           "data_annotations", "is_data_annotation", "declared_bounds", "masked_key", "a_type", "KEY_LIMIT"]
 
 
 _UNIONS = (typing.Union, types.UnionType)
 
 
 _MAPPINGS = (dict, abc.Mapping, abc.MutableMapping)
+_SEQUENCES = (list, abc.Sequence, abc.MutableSequence)
+_SETS = (set, frozenset, abc.Set, abc.MutableSet)
 
 
 def keyword_annotations(*functions: Callable, leave_out: tuple = ()) -> dict:
@@ -100,12 +102,18 @@ def expects(annotation: Any) -> str:
     if origin is typing.Annotated:
         return expects(args[0])
     if origin in _UNIONS:
+        inner = {typing.get_args(a)[0] if typing.get_origin(a) in _SEQUENCES + _SETS and len(typing.get_args(a)) == 1
+                 else None for a in args if a is not type(None)}
+        if len(inner) == 1 and None not in inner and len(args) - (type(None) in args) == 2:  # a list, tuple or set
+            return f"a sequence or a set of {_plural(inner.pop())}" + (" or None" if type(None) in args else "")
         words = [expects(a) for a in args if a is not type(None)]
         return " or ".join(dict.fromkeys(words + (["None"] if type(None) in args else [])))
     if origin in _MAPPINGS:
         if len(args) == 2 and args[1] is not Any:
             return f"a mapping of {_plural(args[0])} to {_plural(args[1])}"
         return "a mapping"
+    if origin in _SEQUENCES + _SETS and len(args) == 1:
+        return f"a {'sequence' if origin in _SEQUENCES else 'set'} of {_plural(args[0])}"
     if origin is type or annotation is type:
         return "a class"
     return {bool: "true or false", int: "a whole number", float: "a finite number", str: "a string"}.get(
@@ -170,7 +178,7 @@ def checks_arguments(init: Callable) -> Callable:
         if not known:
             known.append(_Plan(init))
         plan = known[0]
-        if not plan.checks:
+        if not plan.checks and not plan.bounds:
             return init(self, *args, **kwargs)
         bound = plan.bind(self, args, kwargs)
         data, parts, defaults, takes = plan.data, plan.parts, plan.defaults, plan.takes
@@ -185,7 +193,9 @@ def checks_arguments(init: Callable) -> Callable:
             if is_data or isinstance(plain, _SCALARS):  # a path-like is its text, a numpy scalar its number
                 given[k] = plain
         wrong = next((k for k, v in given.items() if not fits(v, takes[k])), None)
-        if wrong is None:  # every value of its declared type: the constructor as it is
+        if wrong is None:
+            plan.check_bounds(type(self).__name__, bound)
+        if wrong is None:  # every value of its declared type and in its declared bounds: the constructor as it is
             try:
                 return init(self, *args, **kwargs)
             except Exception:
@@ -236,7 +246,7 @@ class _Plan:
     check of ``Question``, built per request, cost 65 µs against 1.9 µs); an unusual call (too many positional
     arguments, a name given twice, ``*args``) is bound by the signature."""
 
-    __slots__ = ("signature", "data", "parts", "takes", "defaults", "checks", "positional", "simple")
+    __slots__ = ("signature", "data", "parts", "takes", "defaults", "checks", "positional", "simple", "bounds")
 
     def __init__(self, init: Callable):
         self.signature = inspect.signature(init)
@@ -248,6 +258,20 @@ class _Plan:
         params = list(self.signature.parameters.values())
         self.positional = tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
         self.simple = not any(p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL) for p in params)
+        self.bounds = declared_bounds(init)
+
+    def check_bounds(self, owner: str, bound: Mapping[str, Any]) -> None:
+        """Refuse a value given (not the default) for a parameter that an option's range or choices bound
+        (:func:`declared_bounds`) that the command line would refuse: one ``ValueError`` naming the class, the
+        parameter, the range or choices and the option (trial47 B3)."""
+        from fair_forge_beam.options import bound_problem
+
+        for k, o in self.bounds.items():
+            if k not in bound or k in self.defaults and bound[k] is self.defaults[k]:
+                continue
+            problem = bound_problem(o, _plain_value(bound[k]))
+            if problem:
+                raise ValueError(f"{owner}: {k} {problem}")
 
     def bind(self, obj: Any, args: tuple, kwargs: dict) -> dict:
         """``{parameter: value}`` of a call (an unknown keyword under its own name; ``{}`` when the call is wrong:
@@ -264,6 +288,19 @@ class _Plan:
             return self.signature.bind_partial(obj, *args, **kwargs).arguments
         except TypeError:  # Python's own error of the call (an unknown keyword, too many arguments) follows
             return {}
+
+
+def declared_bounds(init: Callable) -> dict:
+    """``{parameter: option}`` of the parameters of ``init`` (a class's ``__init__``) that an option of the command
+    line bounds (:func:`fair_forge_beam.options.python_bounds`: the option's range or choices, declared once), so
+    that the Python API refuses what the command line refuses (trial47 B3: ``BayesianMode(mc_samples=50_000_000)``,
+    ``ci_level=1e-300`` and ``rng_seed=2**64`` were taken; ``rng_seed=-1`` was numpy's bare "expected non-negative
+    integer")."""
+    from fair_forge_beam.options import python_bounds
+
+    owner = init.__qualname__.rpartition(".")[0]
+    params = inspect.signature(init).parameters
+    return {k: o for k, o in python_bounds(f"{init.__module__}:{owner}").items() if k in params}
 
 
 def _glance_types(annotation: Any) -> frozenset:
@@ -300,9 +337,47 @@ def _refusal_shows(value: Any, refusals_only: bool = False) -> bool:
 
 
 def _refusal(owner: str, name: str, annotation: Any, value: Any) -> str:
-    """The check's line: the class, the parameter and what it expects, the value's type only."""
+    """The check's line: the class, the parameter and what it expects, the value's type only; in a container that is
+    what the parameter takes, the first item that is not, by its index (by its key in a mapping, masked) and what it
+    expects (trial47 B5: ``slices=["overall", 5]`` said "'slices' expects a Sequence or a Set, got a list")."""
+    item = _wrong_item(value, annotation)
+    if item is not None:
+        where, inner, wrong = item
+        return (f"{owner}: {masked_key(name)}{where} expects {expects(inner)}, got {a_type(wrong)} (its value is not "
+                f"shown: it may be a secret); {masked_key(name)} expects {expects(annotation)}")
     return (f"{owner}: {masked_key(name)} expects {expects(annotation)}, got {a_type(value)} "
             f"(its value is not shown: it may be a secret)")
+
+
+def _wrong_item(value: Any, annotation: Any, depth: int = 0) -> Optional[tuple]:
+    """``(where, annotation, item)`` of the first item of ``value`` that does not fit what ``annotation`` declares of
+    its items (``"[1]"``, a whole number; in a mapping ``" (a key)"`` or ``" (a value)"``, never the key), following
+    nested containers (``"[0][2]"``); ``None`` when ``value`` is not a
+    container ``annotation`` takes (its type is the fault) or every item fits."""
+    if depth > 20 or isinstance(value, (str, bytes, bytearray)):
+        return None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _wrong_item(value, args[0], depth)
+    if origin in _UNIONS:
+        return next((w for a in args if (w := _wrong_item(value, a, depth)) is not None), None)
+    if origin in _MAPPINGS and len(args) == 2 and isinstance(value, abc.Mapping):
+        # a mapping's key is not shown, not even masked: a secret may be put where a key goes
+        items = [(" (a key)", args[0], k, "key") for k in value] + [(" (a value)", args[1], v, "") for v in value.values()]
+    elif (origin in _SEQUENCES and len(args) == 1 or origin is tuple and len(args) == 2 and args[1] is Ellipsis) \
+            and isinstance(value, (list, tuple)):
+        items = [(f"[{i}]", args[0], v, "") for i, v in enumerate(value)]
+    elif origin in _SETS and len(args) == 1 and isinstance(value, (set, frozenset)):
+        items = [(" (an item)", args[0], v, "") for v in value]
+    else:
+        return None
+    for where, inner, v, key in items:
+        if not fits(_plain_value(v), inner):
+            deeper = None if key else _wrong_item(v, inner, depth + 1)
+            if deeper is not None:
+                return where + deeper[0], deeper[1], deeper[2]
+            return where, inner, v
+    return None
 
 
 def _shows(message: str, values, depth: int = 0, keys: bool = True) -> bool:

@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 __all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "stage_parser", "beam_option", "options_given", "given_twice", "SINGLE_VALUED_ACTIONS", "unrecognised_message", "toml_shown",
            "leftover_message", "option",
-           "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "config_keys", "template_metadata",
+           "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "python_bounds", "bound_problem", "BOUNDS_NOT_IN_PYTHON", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "FROM_RANGE", "range_regex", "template_excluded_markdown", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
            "MAX_REPLY_BYTES", "MAX_PROMPT_CHARS"]
 
@@ -594,6 +594,13 @@ class Option:
     #: the packages a value of this option makes a run import, whose versions can change its results
     #: (``{value: (distribution, …)}``, ``None``: the option not given): :func:`packages_read`
     imports: Mapping[Optional[str], tuple[str, ...]] = field(default_factory=dict)
+    #: Python parameters (``"module:Class.argument"``) that take what this option sets but that the command line
+    #: does not feed from it (a generate's ``LocalMarkdownLoader.max_chunk_size``, the run's
+    #: ``AssistantHandler.request_timeout``): with :attr:`feeds`, every public parameter this declaration bounds
+    #: (:func:`python_bounds`; :func:`fair_forge_beam.arguments.checks_arguments` checks them against
+    #: :attr:`valid` / :attr:`choices`, trial47 B3: ``BayesianMode(mc_samples=50_000_000)`` was taken, then ran
+    #: out of memory deep in Beam)
+    python: tuple[str, ...] = ()
 
     def for_command(self, command: str) -> "Option":
         """This option as command ``command`` has it (:attr:`per_command` applied)."""
@@ -1141,11 +1148,11 @@ def _env_name(flag: str):
 
 
 def _reply_limit(kind: str, where: str = "", feeds: tuple = (), template: Any = None,
-                 read_by_metrics: tuple = ()) -> Option:
+                 read_by_metrics: tuple = (), python: tuple = ()) -> Option:
     """``--<kind>-max-reply-bytes``: the largest reply of that endpoint read (the same rule for each
     kind: :mod:`fair_forge_beam.components.replies`)."""
     return Option(f"{kind}-max-reply-bytes", valid=_BYTES, type=int, default=MAX_REPLY_BYTES, metavar="BYTES", feeds=feeds,
-                  read_by_metrics=read_by_metrics,
+                  read_by_metrics=read_by_metrics, python=python,
                   help=f"largest {kind} reply read, in bytes{where}; a longer one is read no further and becomes a dead "
                        "letter naming its size and the limit (never cached, never scored)",
                   template=template or Template("NUMBER", FROM_RANGE, str(MAX_REPLY_BYTES),
@@ -1193,6 +1200,10 @@ _RE = "fair_forge_beam.metrics.regulatory:Regulatory"
 _BAYES = "fair_forge_beam.statistical.bayesian:BayesianMode"
 _PR = "fair_forge_beam.metrics.privacy:Privacy"
 _RA = "fair_forge_beam.metrics.role_adherence:RoleAdherence"
+_AH = "fair_forge_beam.assistants.assistant:AssistantHandler"
+_READ = "fair_forge_beam.io.read:ReadInteractions"
+_MD = "fair_forge_beam.generators.loader:LocalMarkdownLoader"
+_SAMPLE = "fair_forge_beam.generators.strategies:RandomSamplingStrategy"
 #: the metrics that ask the LLM judge (--judge-*; agentic with --agentic-correctness judge, or unset
 #: with a --judge-base-url; prompt_evaluator's generator defaults to it), and those that also send
 #: the guardian's requests under --judge-timeout / --judge-retries / --judge-cache (bias)
@@ -1220,7 +1231,7 @@ GROUPS: tuple[Group, ...] = (
                                          "help": "JSON file with a list of sessions (upstream Dataset records with "
                                                  "ground_truth_assistant); repeatable: the lists are joined"}},
                template=Template("GCS_READ_FILE", _GCS_FILE, "gs://my-bucket/logs/2025-01-01/*.jsonl", label="Input files")),
-        Option("input-format", default="auto", choices=("auto", "json", "jsonl", "parquet", "tau_bench", "bfcl"),
+        Option("input-format", default="auto", python=(f"{_READ}.file_format",), choices=("auto", "json", "jsonl", "parquet", "tau_bench", "bfcl"),
                help="input format: auto (by the file extension), json, jsonl, parquet; tau_bench / bfcl read τ-bench "
                     "trajectories or BFCL multi-turn files (fair_forge_beam.io.agentic_sources)",
                template=Template("ENUM", "^(auto|json|jsonl|parquet|tau_bench|bfcl)$", "jsonl")),
@@ -1248,6 +1259,7 @@ GROUPS: tuple[Group, ...] = (
                help="statistical mode",
                template=Template("ENUM", "^(frequentist|bayesian)$", "bayesian", label="Statistical mode")),
         Option("seed", read_in_modes=("bayesian",), valid=_SEED_RANGE, type=int, default=SEED, config_keys=("seed",), feeds=(f"{_BAYES}.rng_seed",),
+               python=(f"{_SAMPLE}.seed",),
                help="seed of every keyed random stream: the Bayesian mode's draws (audit), chunk sampling and session "
                     "ids (generate; the loop gives it to both)",
                template=Template("NUMBER", FROM_RANGE, "42")),
@@ -1292,6 +1304,7 @@ GROUPS: tuple[Group, ...] = (
                     "measured in docs/toxicity-validity.md",
                template=Template("ENUM", "^(profanity-check|hurtlex)$", "profanity-check")),
         Option("toxicity-classifier-threshold", read_by_metrics=("toxicity",), valid=_HALF_OPEN_UNIT, type=float, default=0.5,
+               python=("fair_forge_beam.components.toxicity_classifier:ProfanityCheckClassifier.threshold",),
                help="an answer is toxic when the classifier's probability is at least this (--toxicity-scorer "
                     "profanity-check)",
                template=Template("NUMBER", FROM_RANGE, "0.5")),
@@ -1359,7 +1372,7 @@ GROUPS: tuple[Group, ...] = (
                     "batch whose requests failed transiently, see --judge-timeout)",
                template=Template("NUMBER", FROM_RANGE, "3")),
         Option("endpoint-down-after", read_by_metrics=_JUDGED_OR_GUARDED, valid=Range(0, 10_000), type=int, default=ENDPOINT_DOWN_AFTER, metavar="BATCHES",
-               feeds=(f"{_JUDGE}.endpoint_down_after",),
+               feeds=(f"{_JUDGE}.endpoint_down_after",), python=(f"{_AH}.endpoint_down_after",),
                help="an endpoint (judge, guardian, generator, assistant) whose every request of this many batches in a "
                     "row still failed after all retries (time-outs, refused connections, 429/5xx) is down for the rest "
                     "of the run: its other requests are not sent and become dead letters at once, 'endpoint down: N "
@@ -1496,6 +1509,7 @@ GROUPS: tuple[Group, ...] = (
                help="interaction field holding the event time (epoch seconds or ISO 8601)",
                template=Template("TEXT", _WORD, "timestamp")),
         Option("timestamp-policy", default="dead_letter", choices=("dead_letter", "processing_time"),
+               python=(f"{_READ}.timestamp_policy",),
                help="a record without a readable timestamp: reject it (dead_letter) or use the processing time",
                template=Template("ENUM", "^(dead_letter|processing_time)$", "dead_letter")),
         Option("watch", file=True, metavar="GLOB", help="streaming: read new JSONL files appearing under GLOB",
@@ -1514,6 +1528,7 @@ GROUPS: tuple[Group, ...] = (
                help="Kafka event time: the payload's --timestamp-field (field) or the message timestamp",
                template=Template("ENUM", "^(field|message)$", "message")),
         Option("kafka-max-records", valid=Range(1, 10**12), type=int, metavar="N",
+               python=("fair_forge_beam.io.stream_sources:KafkaRecords.max_num_records",),
                help="read N Kafka records, then end (a bounded run: back-fills, tests)",
                template=Template("NUMBER", FROM_RANGE, "1000", label="Kafka records to read")),
         Option("pubsub-subscription", metavar="projects/P/subscriptions/S", help="streaming: Pub/Sub subscription",
@@ -1617,16 +1632,16 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("strategy", default="sequential", choices=("sequential", "random"),
            help="chunk selection: all chunks in one session, or random samples",
            template=Template("ENUM", "^(sequential|random)$", "random")),
-    Option("num-samples", valid=Range(1, 100_000), type=int, default=5, help="sessions drawn (--strategy random)",
+    Option("num-samples", valid=Range(1, 100_000), type=int, default=5, python=(f"{_SAMPLE}.num_samples",), help="sessions drawn (--strategy random)",
            template=_ADV),
-    Option("chunks-per-sample", valid=Range(1, 10_000), type=int, default=3,
+    Option("chunks-per-sample", valid=Range(1, 10_000), type=int, default=3, python=(f"{_SAMPLE}.chunks_per_sample",),
            help="chunks per drawn session (--strategy random)", template=_ADV),
     Option("with-replacement", type=bool, help="sample chunks with replacement (--strategy random)", template=_ADV),
-    Option("max-chunk-size", valid=_CHARS, type=int, default=2000, help="characters per chunk",
+    Option("max-chunk-size", valid=_CHARS, type=int, default=2000, python=(f"{_MD}.max_chunk_size",), help="characters per chunk",
            template=_ADV),
-    Option("min-chunk-size", valid=_CHARS0, type=int, default=200,
+    Option("min-chunk-size", valid=_CHARS0, type=int, default=200, python=(f"{_MD}.min_chunk_size",),
            help="a size split ends at a paragraph or sentence only beyond this many characters", template=_ADV),
-    Option("markdown-overlap", valid=_CHARS0, type=int, default=100,
+    Option("markdown-overlap", valid=_CHARS0, type=int, default=100, python=(f"{_MD}.overlap",),
            help="characters shared by consecutive size-split chunks", template=_ADV),
     Option("header-levels", listed=True, default="1,2,3", validate=_header_levels, help="Markdown header levels that start a chunk",
            template=_ADV),
@@ -1650,7 +1665,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("no-structured-output", type=bool, help="ask for JSON in the prompt instead of a JSON-schema response_format",
            template=_ADV),
     Option("parquet", type=bool, help="also write dataset.parquet", template=_ADV),
-    Option("assistant-kind", default="openai", choices=("openai", "http"),
+    Option("assistant-kind", default="openai", choices=("openai", "http"), python=(f"{_AH}.kind",),
            help="OpenAI-compatible chat endpoint, or a generic HTTP JSON endpoint (--request-template, --response-path)",
            template=Template("ENUM", "^(openai|http)$", "openai")),
     Option("assistant-url", validate=_url("--assistant-url"), help="base URL (openai, e.g. http://localhost:8000/v1) or endpoint URL (http)",
@@ -1668,15 +1683,15 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("send-context", type=bool, help="send the session context as system message (openai)", template=_ADV),
     Option("assistant-cache", metavar="PATH", path=True, default_note="no cache",
            help="SQLite cache of the assistant's answers (a re-run makes no call for answered turns)", template=_ADV),
-    Option("assistant-timeout", valid=_SECONDS, type=float, default=60.0,
+    Option("assistant-timeout", valid=_SECONDS, type=float, default=60.0, python=(f"{_AH}.request_timeout",),
            help="seconds per assistant request", template=_ADV),
-    Option("assistant-retries", valid=_RETRIES, type=int, default=3,
+    Option("assistant-retries", valid=_RETRIES, type=int, default=3, python=(f"{_AH}.client_retries",),
            help="client retries per assistant request (429/5xx/time-outs)", template=_ADV),
-    Option("assistant-concurrency", valid=_CONCURRENCY, type=int, default=16,
+    Option("assistant-concurrency", valid=_CONCURRENCY, type=int, default=16, python=(f"{_AH}.max_concurrency",),
            help="sessions in flight per worker", template=_ADV),
-    Option("assistant-requests-per-minute", valid=_RATE, type=float,
+    Option("assistant-requests-per-minute", valid=_RATE, type=float, python=(f"{_AH}.requests_per_minute",),
            default_note="no limit", help="request-rate limit per worker", template=_ADV),
-    _reply_limit("assistant", template=_ADV),
+    _reply_limit("assistant", template=_ADV, python=(f"{_AH}.max_reply_bytes",)),
     # the prompt optimizer (pipelines.optimize)
     Option("method", default="gepa", choices=("gepa", "miprov2"),
            help="optimizer: gepa (reflective hill climbing) or miprov2 (instructions + demos, Optuna TPE)"),
@@ -1711,6 +1726,41 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
 #: every option of every command, by dest: one declaration per name
 TABLE: dict[str, Option] = {**OPTIONS, **{o.dest: o for o in OTHER_COMMANDS_OPTIONS}}
 assert len(TABLE) == len(OPTIONS) + len(OTHER_COMMANDS_OPTIONS), "an option declared twice"
+
+#: the options with a range or choices that bound no Python parameter of their own (:attr:`Option.feeds`,
+#: :attr:`Option.python`), with where Python takes that value instead: a test walks :data:`TABLE` and builds each
+#: bounded parameter with a value the command line refuses, so a new bounded option is either checked in Python or
+#: named here (trial47 B3)
+BOUNDS_NOT_IN_PYTHON: dict[str, str] = {
+    "mode": "Python gives the mode itself: statistical_mode=BayesianMode() or FrequentistMode()",
+    "strategy": "Python gives the strategy itself: SequentialStrategy() or RandomSamplingStrategy(...)",
+    "method": "Python builds the optimizer itself: GEPAOptimizer(...) or MIPROv2Optimizer(...)",
+    "regulatory_embedder": "Python gives the embedder itself: embedder=HashingEmbedder() or SentenceTransformerEmbedder()",
+    "similarity_embedder": "Python gives the embedder itself (Vision's scorer=, PromptEvaluator's embedder=)",
+    "group_extractor": "Toxicity(group_extractor=...) takes the same names, which Toxicity checks (its message offers an "
+                       "extractor object too), or the extractor itself",
+    "toxicity_scorer": "Toxicity(toxicity_classifier=...) takes the same names, which Toxicity checks (its message offers "
+                       "a classifier object too), or the classifier itself",
+    "privacy_detector": "Python gives the detector itself: detector=PIIDetector() or PresidioDetector()",
+    "kafka_event_time": "Python applies MessageEventTime() after KafkaRecords, or reads the payload's field",
+    "guardian_kind": "a function's argument: make_guardian(kind, ...) refuses a kind not in GUARDIAN_KINDS (the same two)",
+    "guardian_max_reply_bytes": "the guardian's handler is an OpenAIJudgeHandler: its max_reply_bytes, bounded by "
+                                "--judge-max-reply-bytes (the same range)",
+    "generator_max_reply_bytes": "the generator's handler is an OpenAIJudgeHandler: its max_reply_bytes, bounded by "
+                                 "--judge-max-reply-bytes (the same range)",
+    "generator_timeout": "the generator's handler is an OpenAIJudgeHandler: its request_timeout, bounded by "
+                         "--judge-timeout (the same range)",
+    "generator_retries": "the generator's handler is an OpenAIJudgeHandler: its client_retries, bounded by "
+                         "--judge-retries (the same range)",
+    "generator_max_concurrency": "the generator's handler is an OpenAIJudgeHandler: its max_concurrency, bounded by "
+                                 "--judge-max-concurrency (the same range)",
+    "num_queries": "a function's argument: generators.generate.query_messages / conversation_messages check it "
+                   "against this option's range (bound_problem)",
+    "inconclusive_width": "a function's argument: reports.html.render_report refuses a width outside (0, 1] (the same "
+                          "range)",
+    "progress_interval": "the launcher's display (ProgressReporter), no Python API's",
+    "max_generator_calls": "the loop's and generate's launcher cap on a plan, no Python API's",
+}
 
 _COMMON = ("Common", ("assistant-id", "seed", "endpoint-down-after"))
 _GENERATE = ("Generate (test sets from Markdown, spec §10)", (
@@ -1903,6 +1953,43 @@ def python_spelling(dest: str, metric: Optional[str] = None) -> Optional[str]:
         elif owner.startswith("fair_forge_beam.metrics."):
             spelt.append(f"{cls}({arg}=...)")
     return " or ".join(dict.fromkeys(spelt)) or None
+
+
+@functools.lru_cache(maxsize=None)
+def _bounded_parameters() -> dict[str, dict[str, Option]]:
+    """``{"module:Class": {argument: option}}`` of every option with a range or choices, over its :attr:`~Option.feeds`
+    and :attr:`~Option.python` (the first option that names an argument wins)."""
+    out: dict[str, dict[str, Option]] = {}
+    for o in TABLE.values():
+        if o.valid is None and not o.choices:
+            continue
+        for target in (*o.feeds, *o.python):
+            owner, _, arg = target.rpartition(".")
+            out.setdefault(owner, {}).setdefault(arg, o)
+    return out
+
+
+def python_bounds(target: str) -> dict[str, Option]:
+    """The parameters of ``target`` (``"module:Class"``) that an option's range or choices bound, each with that
+    option (:attr:`Option.feeds` and :attr:`Option.python`): what the Python API checks as the command line does."""
+    return dict(_bounded_parameters().get(target, {}))
+
+
+def bound_problem(o: Option, v: Any) -> Optional[str]:
+    """Why ``v``, given in Python for a parameter that option ``o`` bounds, is not what the command line takes
+    (``must be between 100 and 1,000,000 (the command line's --mc-samples takes the same), got 50,000,000``; a choice is
+    not shown: a text may be a secret), or ``None``: a value in range, one of the choices, or not a plain number or
+    text (None, an object: the constructor's own to judge)."""
+    same = f"(the command line's {o.flag} takes the same)"
+    if o.valid is not None and isinstance(v, (int, float)) and not isinstance(v, bool):
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"must be {o.valid.text()} {same}, got {v}"
+        msg = o.valid.problem(v)
+        return msg and msg.replace(", got ", f" {same}, got ", 1)
+    if o.choices and isinstance(v, str) and v not in o.choices:
+        return (f"must be one of {', '.join(map(repr, o.choices))} {same}, got another str (its value is not shown: "
+                "it may be a secret)")
+    return None
 
 
 def constructor_kwargs(target: str, options: Mapping[str, Any]) -> dict[str, Any]:

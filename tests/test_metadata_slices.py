@@ -473,7 +473,7 @@ def test_python_api_fields_are_matched_by_name_not_position(tmp_path, test_pipel
                     label="slices")
         assert_that(res["quality"] | beam.Map(lambda w: (w.kind, w.key)), equal_to([("slice_field_absent", "tier")]),
                     label="quality")
-    with pytest.raises(ValueError, match="'slices' expects a Sequence"):  # the constructors' check (fix39a)
+    with pytest.raises(ValueError, match="'slices' expects a sequence or a set of strings"):  # the constructors' check (fix39a)
         Humanity(slices="region")
 
 

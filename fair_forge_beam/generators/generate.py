@@ -104,6 +104,11 @@ def _messages(template: PromptTemplate, slot: str, n: int, chunk: Chunk, seed_ex
     """``((role, content), …)``: the system prompt (``template``, or the ``custom`` one) with ``n`` in
     its slot ``slot``, then the user's ``ask`` (a format string of ``int(n)``). Raises ``ValueError``
     when ``n < 1``."""
+    from fair_forge_beam.options import bound_problem, option
+
+    problem = bound_problem(option("num-queries"), n)  # the command line's range (trial47 B3)
+    if problem:
+        raise ValueError(f"{slot} {problem}")
     if int(n) < 1:
         raise ValueError(f"{slot} must be >= 1, got {n}")
     if custom:

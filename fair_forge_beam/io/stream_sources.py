@@ -40,6 +40,7 @@ from fair_forge_beam.io.retriever import Retriever, checked_dataset, declared_ke
 from fair_forge_beam.schemas.common import IterationLevel
 from fair_forge_beam.io.event_time import find_timestamp, parse_timestamp
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.arguments import checks_arguments
 from fair_forge_beam.plain import plain_reason
 
 __all__ = [
@@ -378,6 +379,7 @@ class KafkaRecords(beam.PTransform):
 
     _HOSTPORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
+    @checks_arguments  # a wrong value is named, never shown; max_num_records in --kafka-max-records's range
     def __init__(self, bootstrap_servers: str, topics, consumer_config: Optional[dict] = None,
                  expansion_service: Optional[str] = None, max_num_records: Optional[int] = None):
         super().__init__()
