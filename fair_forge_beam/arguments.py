@@ -194,7 +194,12 @@ def checks_arguments(init: Callable) -> Callable:
                 given[k] = plain
         wrong = next((k for k, v in given.items() if not fits(v, takes[k])), None)
         if wrong is None:
-            plan.check_bounds(type(self).__name__, bound)
+            out_of_bounds = plan.bounds_problem(type(self).__name__, bound)
+            if out_of_bounds is not None:  # a value the command line refuses (trial47 B3)
+                name, refusal = out_of_bounds
+                if not isinstance(_plain_value(bound[name]), _SPEAKS):
+                    raise ValueError(refusal)  # a text not among the choices: never shown, the constructor never sees it
+                _own_refusal_or(init, self, args, kwargs, name, bound, ValueError(refusal))
         if wrong is None:  # every value of its declared type and in its declared bounds: the constructor as it is
             try:
                 return init(self, *args, **kwargs)
@@ -223,19 +228,26 @@ def checks_arguments(init: Callable) -> Callable:
         # a number or a flag of the wrong type: the constructor's own refusal speaks when it names that parameter and
         # shows no text given (``k must be a positive integer``); anything else (another error, or taking it) is this
         # check's one line
-        try:
-            init(self, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - judged below; re-raised as it is when it may speak
-            try:
-                said = str(exc)
-            except Exception:  # noqa: BLE001 - a message that cannot be read: this check's line
-                said = ""
-            if re.search(rf"(?<![\w]){re.escape(wrong)}(?![\w])", said) and not _shows(said, bound.values()):
-                raise
-        raise error(refusal) from None
+        _own_refusal_or(init, self, args, kwargs, wrong, bound, error(refusal))
 
     checked.__checks_arguments__ = True
     return checked
+
+
+def _own_refusal_or(init: Callable, obj: Any, args: tuple, kwargs: dict, name: str, bound: Mapping, refusal: Exception):
+    """Run ``init`` with a number or a flag that :func:`checks_arguments` refuses for parameter ``name``: the
+    constructor's own refusal is raised as it is when it names ``name`` and shows no text given (``k must be a positive
+    integer (the number of attempts …)``); anything else (another error, or taking the value) raises ``refusal``."""
+    try:
+        init(obj, *args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - judged below; re-raised as it is when it may speak
+        try:
+            said = str(exc)
+        except Exception:  # noqa: BLE001 - a message that cannot be read: this check's line
+            said = ""
+        if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", said) and not _shows(said, bound.values()):
+            raise
+    raise refusal from None
 
 
 class _Plan:
@@ -260,10 +272,10 @@ class _Plan:
         self.simple = not any(p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL) for p in params)
         self.bounds = declared_bounds(init)
 
-    def check_bounds(self, owner: str, bound: Mapping[str, Any]) -> None:
-        """Refuse a value given (not the default) for a parameter that an option's range or choices bound
-        (:func:`declared_bounds`) that the command line would refuse: one ``ValueError`` naming the class, the
-        parameter, the range or choices and the option (trial47 B3)."""
+    def bounds_problem(self, owner: str, bound: Mapping[str, Any]) -> Optional[tuple]:
+        """``(parameter, line)`` of the first value given (not the default) for a parameter that an option's range or
+        choices bound (:func:`declared_bounds`) that the command line refuses, the line naming the class, the
+        parameter, the range or choices and the option (trial47 B3); ``None``: every such value is taken."""
         from fair_forge_beam.options import bound_problem
 
         for k, o in self.bounds.items():
@@ -271,7 +283,8 @@ class _Plan:
                 continue
             problem = bound_problem(o, _plain_value(bound[k]))
             if problem:
-                raise ValueError(f"{owner}: {k} {problem}")
+                return k, f"{owner}: {k} {problem}"
+        return None
 
     def bind(self, obj: Any, args: tuple, kwargs: dict) -> dict:
         """``{parameter: value}`` of a call (an unknown keyword under its own name; ``{}`` when the call is wrong:

@@ -52,9 +52,7 @@ BOTH = [
     ("min_batch_size", SECRET, "'min_batch_size' expects a whole number or None, got a str"),
     # a value of the right type that the class refuses: its own message, the text given cut out
     ("structured_output", SECRET, "structured_output must be 'auto' or one of"),
-    # a number out of the command line's range: the declared range's message (trial47 B3)
-    ("max_prompt_chars", 0, "max_prompt_chars must be between 1 and 10,000,000 characters (the command line's "
-                            "--judge-max-prompt-chars takes the same), got 0"),
+    ("max_prompt_chars", 0, "max_prompt_chars must be > 0"),
 ]
 #: the guardian's own keys
 GUARDIAN = [
