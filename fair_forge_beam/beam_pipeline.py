@@ -64,21 +64,8 @@ def pipeline_options(argv: Optional[Sequence[str]] = None, **overrides) -> Pipel
 
     Any Beam option passes through (``--runner=FlinkRunner``, ``--direct_num_workers=2``, ...).
     ``--runner=FnApiRunner`` is accepted as a short name.
-
-    Raises:
-        ValueError: a value of a Beam option that Beam refuses or breaks on, as the command line refuses it
-            (:func:`fair_forge_beam.options.beam_value_problem`), one line naming the option: Beam's own parser
-            printed its whole usage (130 lines) and raised ``SystemExit`` (trial47 B4: a notebook's
-            ``Humanity.run(R, pipeline_args=["--direct_num_workers=abc"])`` ended its kernel).
     """
-    from fair_forge_beam.options import beam_value_problem
-    from fair_forge_beam.urls import mask_line
-
-    argv = list(argv or [])
-    problem = beam_value_problem(argv)
-    if problem:
-        raise ValueError(f"pipeline_args: Beam pipeline option {mask_line(problem)}")
-    opts = ViewsOnceOptions(argv, **overrides)
+    opts = ViewsOnceOptions(list(argv or []), **overrides)
     std = opts.view_as(StandardOptions)
     runner = std.runner
     if runner is None:

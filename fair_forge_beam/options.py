@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 __all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "stage_parser", "beam_option", "options_given", "given_twice", "SINGLE_VALUED_ACTIONS", "unrecognised_message", "toml_shown",
            "leftover_message", "option",
-           "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "python_bounds", "bound_problem", "BOUNDS_NOT_IN_PYTHON", "config_keys", "template_metadata",
+           "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "python_bounds", "bound_problem", "BOUNDS_NOT_IN_PYTHON", "checked_pipeline_args", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "FROM_RANGE", "range_regex", "template_excluded_markdown", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
            "MAX_REPLY_BYTES", "MAX_PROMPT_CHARS"]
 
@@ -2118,6 +2118,23 @@ def beam_value_problem(args: Sequence[str]) -> Optional[str]:
             if msg:
                 return f"--{a.dest} {msg}"
     return None
+
+
+def checked_pipeline_args(args: Optional[Sequence[str]]) -> list[str]:
+    """``pipeline_args`` given to the Python API (``Humanity.run(R, pipeline_args=[...])``, ``Generator``, the
+    optimizers) as a list, checked as the command line checks Beam's values (:func:`beam_value_problem`).
+
+    Raises:
+        ValueError: one line naming the option (trial47 B4: ``--direct_num_workers=abc`` printed Beam's whole usage,
+            130 lines, and raised ``SystemExit(2)``, which ends a notebook's kernel); a secret-shaped value masked.
+    """
+    from fair_forge_beam.urls import mask_line
+
+    args = list(args or [])
+    problem = beam_value_problem(args)
+    if problem:
+        raise ValueError(f"pipeline_args: Beam pipeline option {mask_line(problem)}")
+    return args
 
 
 @functools.lru_cache(maxsize=1)

@@ -123,3 +123,13 @@ def test_a_function_argument_the_table_bounds_is_checked_there():
     with pytest.raises(ValueError, match=r"^num_queries must be between 1 and 1000 \(the command line's "
                                          r"--num-queries takes the same\), got 1,001$"):
         query_messages(chunk, 1001)
+
+
+def test_every_python_entry_point_that_takes_pipeline_args_checks_them():
+    from fair_forge_beam.generators.generate import Generator
+    from fair_forge_beam.optimizer.evaluation import run_structured
+
+    for build in (lambda a: Generator(model="m", base_url="http://127.0.0.1:9/v1", pipeline_args=a),
+                  lambda a: run_structured(None, (), dict, "k", pipeline_args=a)):
+        with pytest.raises(ValueError, match=r"^pipeline_args: Beam pipeline option --direct_num_workers: invalid int"):
+            build(["--direct_num_workers=abc"])

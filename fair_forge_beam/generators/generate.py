@@ -47,6 +47,7 @@ from fair_forge_beam.generators.schemas import (
 from fair_forge_beam.generators.strategies import BaseChunkSelectionStrategy, SequentialStrategy, chunk_digest
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.arguments import checks_arguments
+from fair_forge_beam.options import bound_problem, checked_pipeline_args, option
 
 __all__ = ["Generator", "GenerateDataset", "WriteGenerated", "generator_handler", "plan_requests", "GenerationPlan",
            "query_messages", "conversation_messages", "GENERATOR_NAMESPACE", "OUTPUT_FILES",
@@ -104,8 +105,6 @@ def _messages(template: PromptTemplate, slot: str, n: int, chunk: Chunk, seed_ex
     """``((role, content), …)``: the system prompt (``template``, or the ``custom`` one) with ``n`` in
     its slot ``slot``, then the user's ``ask`` (a format string of ``int(n)``). Raises ``ValueError``
     when ``n < 1``."""
-    from fair_forge_beam.options import bound_problem, option
-
     problem = bound_problem(option("num-queries"), n)  # the command line's range (trial47 B3)
     if problem:
         raise ValueError(f"{slot} {problem}")
@@ -447,7 +446,7 @@ class Generator:
                 raise ValueError("give a handler or a model name")
             handler = generator_handler(model, base_url, use_structured_output=use_structured_output, **handler_kwargs)
         self.handler = handler
-        self.pipeline_args = list(pipeline_args)
+        self.pipeline_args = checked_pipeline_args(pipeline_args)  # as the command line checks Beam's values
 
     def generate_queries(self, chunk: Chunk, num_queries: int = 3, seed_examples: Optional[Sequence[str]] = None,
                          custom_system_prompt: Optional[str] = None) -> GeneratedQueriesOutput:

@@ -174,8 +174,10 @@ class MetricTransform(beam.PTransform):
         ``pipeline_args`` names another runner. ``verbose``: print one line of what the run did
         (interactions scored, sessions, slices, dead letters, data-quality warnings) to stderr.
         """
+        from fair_forge_beam.options import checked_pipeline_args
         from fair_forge_beam.run_scope import one_run
 
+        pipeline_args = checked_pipeline_args(pipeline_args)  # Beam's values as the command line checks them (trial47 B4)
         params = inspect.signature(cls.__init__).parameters
         metric_kwargs = {k: v for k, v in kwargs.items() if k in params and k != "self"}
         retriever_kwargs = {k: v for k, v in kwargs.items() if k not in metric_kwargs}

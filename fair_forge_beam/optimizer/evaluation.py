@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.options import checked_pipeline_args
 
 __all__ = ["Example", "EvaluatorScore", "CandidateScore", "load_examples", "evaluate_prompts", "run_structured",
            "executor_messages", "evaluator_messages"]
@@ -216,6 +217,7 @@ def evaluate_prompts(
     index), so the number of calls never depends on which of them ran first.
     """
     asked, examples = list(prompts), list(examples)
+    pipeline_args = checked_pipeline_args(pipeline_args)  # as the command line checks Beam's values (trial47 B4)
     if not asked:
         return [], []
     # identical candidates are scored once (the same requests would share cache keys and race)
@@ -283,6 +285,7 @@ def _evaluate_prompts(asked, prompts, examples, executor, evaluator, objective, 
 def run_structured(handler, messages: tuple, schema: type, key: str, workdir: Optional[str] = None,
                    pipeline_args: Optional[Sequence[str]] = None) -> tuple[Optional[dict], list[dict]]:
     """One structured call (a proposal) through ``RunJudge``: returns ``(parsed or None, dead letters)``."""
+    pipeline_args = checked_pipeline_args(pipeline_args)  # as the command line checks Beam's values (trial47 B4)
     with work_folder(workdir) as folder:
         return _run_structured(handler, messages, schema, key, folder, pipeline_args)
 

@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from fair_forge_beam.options import SEED
+from fair_forge_beam.options import SEED, checked_pipeline_args
 from fair_forge_beam.optimizer.evaluation import Example, evaluate_prompts, load_examples, run_structured
 from fair_forge_beam.arguments import checks_arguments
 
@@ -131,7 +131,7 @@ class _Base:
         #: the pipelines' folder; None: each pipeline writes in a temporary folder of its own, removed when it ends
         #: (:func:`~fair_forge_beam.optimizer.evaluation.work_folder`; one made here was never removed, trial38b B10)
         self.workdir = workdir
-        self.pipeline_args = list(pipeline_args or [])
+        self.pipeline_args = checked_pipeline_args(pipeline_args)  # as the command line checks Beam's values
         self._round = 0
         self.evaluations: list[dict] = []
 
