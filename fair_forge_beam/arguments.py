@@ -193,7 +193,7 @@ def checks_arguments(init: Callable) -> Callable:
             if is_data or isinstance(plain, _SCALARS):  # a path-like is its text, a numpy scalar its number
                 given[k] = plain
         wrong = next((k for k, v in given.items() if not fits(v, takes[k])), None)
-        if wrong is None:
+        if wrong is None and plan.bounds:
             out_of_bounds = plan.bounds_problem(type(self).__name__, bound)
             if out_of_bounds is not None:  # a value the command line refuses (trial47 B3)
                 name, refusal = out_of_bounds
