@@ -130,3 +130,64 @@ def test_cli_runs_role_adherence_and_privacy(tmp_path):
     text = (out / "results.json").read_text()
     assert '"role_adherence"' in text and '"privacy"' in text
     assert (out / "report.html").exists() and "role_adherence" in (out / "report.html").read_text()
+
+
+def _long_session(n: int) -> list:
+    d = Dataset.model_validate({"session_id": "long", "assistant_id": "desk", "language": "english", "context": "",
+                                "chatbot_role": "You sell train tickets.",
+                                "conversation": [{"qa_id": f"q{t}", "query": f"A ticket to Paris number {t}?",
+                                                  "assistant": "Sure, it costs 30 EUR."} for t in range(n)]})
+    return [_interaction(d, b, i) for i, b in enumerate(d.conversation)]
+
+
+def test_a_long_session_is_judged_with_its_oldest_turns_left_out_for_the_prompt_limit(tmp_path):
+    """trial47b B1: a 600-turn session at a 20,000-character prompt limit had 368 turns dead-lettered ("prompt of
+    20,036 characters is over the limit"): every earlier turn was sent. Now, as Conversational: every turn is
+    judged, the oldest earlier turns left out as few as needed, the prompt says how many, one history_cut warning."""
+    n, limit = 300, 6_000
+    with ScriptedOpenAIServer(lambda req: {"adherent": True, "reason": "ok"}) as srv:
+        res = run_metric(RoleAdherence(judge=handler_for(srv, tmp_path, max_prompt_chars=limit)), _long_session(n),
+                         tmp_path / "run")
+        sent = list(srv.requests)
+    assert not res["dead_letter"]
+    assert sorted(r["turn_index"] for r in res["interactions"]) == list(range(n))
+    sizes = [sum(len(m["content"]) for m in r.messages) for r in sent]
+    assert len(sent) == n and max(sizes) <= limit and max(sizes) > limit - 200  # as many earlier turns as fit
+    (history,) = [section(case_of(r), "EARLIER TURNS") for r in sent
+                  if section(case_of(r), "USER QUESTION") == f"A ticket to Paris number {n - 1}?"]
+    shown = len(re.findall(r"^\[Turn \d+\]$", history, re.M))
+    assert 0 < shown < n - 1
+    assert history.startswith(f"[{n - 1 - shown:,} earlier turns left out: the prompt limit]\n\n[Turn {n - shown}]\n")
+    assert history.endswith(f"[Turn {n - 1}]\nUser: A ticket to Paris number {n - 2}?\nAssistant: Sure, it costs 30 EUR."), history[-200:]
+    (w,) = [q for q in res["quality"] if q["kind"] == "history_cut"]
+    assert w["key"] == "long/desk" and "turns of this session sent to the judge without their oldest" in w["message"]
+    # without a limit that bites: every earlier turn, no note, no warning
+    with ScriptedOpenAIServer(lambda req: {"adherent": True, "reason": "ok"}) as srv:
+        short = run_metric(RoleAdherence(judge=handler_for(srv, tmp_path, max_prompt_chars=10**7)), _long_session(30),
+                           tmp_path / "short")
+        cases = [section(case_of(r), "EARLIER TURNS") for r in srv.requests]
+    assert not [q for q in short["quality"] if q["kind"] == "history_cut"]
+    assert max(len(re.findall(r"^\[Turn \d+\]$", c, re.M)) for c in cases) == 29
+    assert not any("left out" in c for c in cases)
+
+
+def test_building_a_sessions_prompts_grows_with_its_turns_times_the_limit_not_their_square():
+    """trial47b B1: each turn's history was found by a scan of the whole session and sent whole (1,000 -> 4,000
+    turns: 0.70 -> 13.5 s). With a prompt limit, 4x the turns take about 4x the time (less than 8x asked)."""
+    import time
+
+    from fair_forge_beam.metrics.role_adherence import StructuredJudgeStrategy, _BuildRequests
+
+    def build(n):
+        turns = [(i, f"long/desk/{i}", f"q{i}", f"Ticket {i}?", "Sure, 30 EUR.", "You sell tickets.", None)
+                 for i in range(n)]
+        t0 = time.process_time()
+        out = sum(1 for _ in _BuildRequests(StructuredJudgeStrategy(), 8_000).process(
+            (json.dumps(["long", "desk", "english"]), turns)))
+        return time.process_time() - t0, out
+
+    build(50)  # imports
+    small, n_small = build(1_000)
+    large, n_large = build(4_000)
+    assert n_small == 2 * 1_000 + 1 and n_large == 2 * 4_000 + 1  # a request and a part per turn, one warning
+    assert large < 8 * small, (small, large)

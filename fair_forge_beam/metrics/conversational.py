@@ -33,7 +33,7 @@ import typing
 from typing import Any, Mapping, Optional, Sequence
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.components.judge.prompts_quality import NO_HISTORY, conversational_messages, history_turn, left_out_note
+from fair_forge_beam.components.judge.prompts_quality import NO_HISTORY, conversational_messages, fitted_history, history_sizes
 from fair_forge_beam.io.elements import Interaction, QualityWarning
 from fair_forge_beam.engine import GroupPerSession, session_key_of
 from fair_forge_beam.metrics.judged import JudgedMetric, request_key
@@ -92,17 +92,7 @@ def iter_session_requests(skey: str, turns: Sequence[tuple], chat_history: bool 
 
     language = json.loads(skey)[2]
     items = sorted(turns, key=_order)
-    # cum[m]: characters of the first m turns as render_history writes them (turn m + 1 is items[m])
-    cum = [0]
-    for m, t in enumerate(items):
-        cum.append(cum[-1] + len(history_turn(m + 1, t[4], t[5])))
-
-    def history_chars(s: int, e: int, note: bool) -> int:
-        n = e - s
-        size = (cum[e] - cum[s]) + 2 * (n - 1) if n else 0
-        if note:
-            size += len(left_out_note(s)) + (2 if n else 0)
-        return size if (n or note) else len(NO_HISTORY)
+    cum = history_sizes([(t[4], t[5]) for t in items])  # turn m + 1 is items[m]
 
     i = 0
     while i < len(items):
@@ -125,18 +115,8 @@ def iter_session_requests(skey: str, turns: Sequence[tuple], chat_history: bool 
 
             s, note = lo, False
             if max_prompt_chars is not None and lo < e:
-                bare = messages_for(e, False)  # no history: the rest of the prompt
-                rest = sum(len(c) for _r, c in bare) - len(NO_HISTORY)
-                if rest + history_chars(lo, e, False) > max_prompt_chars:
-                    note = True
-                    a, b = lo + 1, e  # the smallest s in (lo, e] that fits (sizes shrink as s grows); e if none
-                    while a < b:
-                        mid = (a + b) // 2
-                        if rest + history_chars(mid, e, True) <= max_prompt_chars:
-                            b = mid
-                        else:
-                            a = mid + 1
-                    s = a
+                rest = sum(len(c) for _r, c in messages_for(e, False)) - len(NO_HISTORY)  # the prompt but its history
+                s, note = fitted_history(cum, lo, e, rest, max_prompt_chars)
             messages = messages_for(s, note)
             while note and s < e and sum(len(c) for _r, c in messages) > max_prompt_chars:  # a guard: never taken
                 s += 1

@@ -25,6 +25,7 @@ scored 0, counted in the run summary.
 """
 from __future__ import annotations
 
+import json
 import typing
 from abc import ABC, abstractmethod
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
@@ -35,12 +36,12 @@ from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.arguments import inference_arguments
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.judge.prompts import PromptTemplate, chat_messages
-from fair_forge_beam.components.judge.prompts_quality import render_history
+from fair_forge_beam.components.judge.prompts_quality import NO_HISTORY, fitted_history, history_sizes, render_history
 from fair_forge_beam.engine import (
     DEAD, GroupPerSession, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_of, session_key_text,
 )
 from fair_forge_beam.schemas.common import Estimate
-from fair_forge_beam.io.elements import Interaction, dead_letter
+from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import (
@@ -59,7 +60,8 @@ from fair_forge_beam.statistical.combiners import (
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.arguments import checks_arguments
 
-__all__ = ["RoleAdherence", "RoleAdherenceJudgeOutput", "RoleScoringStrategy", "StructuredJudgeStrategy", "ROLE_RUBRIC", "ROLE_CASE"]
+__all__ = ["RoleAdherence", "RoleAdherenceJudgeOutput", "RoleScoringStrategy", "StructuredJudgeStrategy", "EarlierTurns", "ROLE_RUBRIC",
+           "ROLE_CASE"]
 
 NAME = "role_adherence"
 
@@ -139,7 +141,9 @@ class StructuredJudgeStrategy(RoleScoringStrategy):
     schema = RoleAdherenceJudgeOutput
 
     def messages(self, role, history, query, answer):
-        user = ROLE_CASE.render(role=role, history=render_history(list(history)), query=query or "", answer=answer or "")
+        user = ROLE_CASE.render(role=role, history=render_history(list(history), getattr(history, "first_turn", 1),
+                                                                   getattr(history, "left_out", 0)),
+                                query=query or "", answer=answer or "")
         return chat_messages(ROLE_RUBRIC.render(), user)
 
     def score(self, parsed):
@@ -147,6 +151,20 @@ class StructuredJudgeStrategy(RoleScoringStrategy):
         if not isinstance(v, bool):
             raise ValueError(f"'adherent' must be a boolean, got {quoted(v)}")
         return 1.0 if v else 0.0
+
+
+class EarlierTurns(list):
+    """The earlier turns a turn's prompt shows, ``(query, answer)`` pairs oldest first (a ``list``, what a
+    strategy's ``messages`` gets as ``history``), with ``first_turn`` (the 1-based number of the first one shown)
+    and ``left_out`` (how many older turns were left out to keep the prompt within the judge's limit; 0: none)."""
+
+    def __init__(self, turns=(), first_turn: int = 1, left_out: int = 0):
+        super().__init__(turns)
+        self.first_turn, self.left_out = first_turn, left_out
+
+
+def _chars(messages) -> int:
+    return sum(len(content) for _role, content in messages)
 
 
 # ------------------------------------------------------------------ scorer (a PTransform: history needs the session)
@@ -195,10 +213,42 @@ def _turn(x: Interaction):
 
 class _BuildRequests(beam.DoFn):
     """One session's turns → per turn a ``JudgeRequest`` and its meta part (tagged ``"parts"``),
-    or dead letters (no role). History of a turn = turns with a smaller ``turn_index``, in that order."""
+    or dead letters (no role). History of a turn = turns with a smaller ``turn_index``, in that order;
+    when the prompt with all of them would pass the judge's limit (``max_prompt_chars``,
+    ``--judge-max-prompt-chars``) the **oldest** are left out, as few as needed, the history starting with a
+    note saying how many (as Conversational's: :func:`~fair_forge_beam.components.judge.prompts_quality.fitted_history`),
+    and the session gets one ``history_cut`` warning (tagged ``"quality"``). trial47b B1: every earlier turn
+    was sent, each turn past the limit was a dead letter (368 of 600 turns at a 20,000-character limit), and
+    each turn's history was found by a scan of the whole session (3,200 turns: 366 s)."""
 
-    def __init__(self, strategy: RoleScoringStrategy):
-        self.strategy = strategy
+    def __init__(self, strategy: RoleScoringStrategy, max_prompt_chars: Optional[int] = None):
+        self.strategy, self.max_prompt_chars = strategy, max_prompt_chars
+
+    def _fitted(self, role, items, e: int, t) -> tuple:
+        """(messages, earlier turns left out) of the turn ``t`` whose earlier turns are ``items[:e]``."""
+        limit, strategy = self.max_prompt_chars, self.strategy
+
+        def build(s: int, note: bool):
+            shown = EarlierTurns([(h[3], h[4]) for h in items[s:e]], s + 1, s if note else 0)
+            return strategy.messages(role, shown, t[3], t[4])
+
+        if limit is None or e == 0:
+            return build(0, False), 0
+        if self._cum is None:
+            self._cum = history_sizes([(h[3], h[4]) for h in items])
+        s, note = fitted_history(self._cum, 0, e, _chars(build(e, False)) - len(NO_HISTORY), limit)
+        messages = build(s, note)
+        if s < e and _chars(messages) > limit:  # a strategy that writes its history otherwise: sized by building it
+            a, b = s + 1, e
+            while a < b:
+                mid = (a + b) // 2
+                if _chars(build(mid, True)) <= limit:
+                    b = mid
+                else:
+                    a = mid + 1
+            s, note = a, True
+            messages = build(s, note)
+        return messages, s if note else 0
 
     def process(self, kv):
         from fair_forge_beam.components.judge.handler import judge_request
@@ -212,12 +262,27 @@ class _BuildRequests(beam.DoFn):
                     NAME, "no chatbot_role: role adherence needs the session's declared role", t[6], t[1]))
             return
         role = roles[0]  # one session, one header: several roles only when a session is split across files
-        for t in items:
-            history = [(h[3], h[4]) for h in items if h[0] < t[0]]
-            msgs = self.strategy.messages(role, history, t[3], t[4])
+        self._cum = None  # history_sizes of items, made when the limit is first looked at
+        cut: list = []  # (turn_index, earlier turns left out) of the turns sent with a cut history
+        e = 0  # the earlier turns of items[i] are items[:e] (those with a smaller turn_index)
+        for i, t in enumerate(items):
+            if t[0] != items[e][0]:
+                e = i
+            msgs, left_out = self._fitted(role, items, e, t)
+            if left_out:
+                cut.append((t[0], left_out))
             key = request_key(skey, t[0], msgs)
             yield judge_request(key, msgs, schema=self.strategy.schema, element_id=t[1])
             yield beam.pvalue.TaggedOutput("parts", SessionPart.keyed(skey, (0, RoleMeta(key, t[0], t[1], t[2]))))
+        if cut:
+            session_id, assistant_id, _language = json.loads(skey)
+            first, n_first = min(cut)
+            turns = f"{len(cut):,} turn{'' if len(cut) == 1 else 's'}"
+            yield beam.pvalue.TaggedOutput("quality", QualityWarning(
+                "history_cut", f"{session_id}/{assistant_id}",
+                f"{turns} of this session sent to the judge without their oldest earlier turns, left out to keep "
+                f"the prompt within the judge's limit (--judge-max-prompt-chars): up to {max(n for _t, n in cut):,} "
+                f"left out of one turn; the first: turn_index {first} ({n_first:,} left out)"))
 
 
 def _verdict(strategy: RoleScoringStrategy):
@@ -248,10 +313,11 @@ def _judge_roles(handler, strategy: RoleScoringStrategy, inference_args=None) ->
             interactions
             | "KeyBySession" >> beam.Map(_turn).with_output_types(typing.Tuple[str, typing.Tuple[typing.Any, ...]])
             | "GroupSessions" >> GroupPerSession()
-            | "BuildRequests" >> beam.ParDo(_BuildRequests(strategy)).with_outputs("parts", DEAD, main="main")
+            | "BuildRequests" >> beam.ParDo(_BuildRequests(strategy, getattr(handler, "max_prompt_chars", None))).with_outputs(
+                "parts", DEAD, "quality", main="main")
         )
         requests = built.main | "Requests" >> beam.Map(lambda r: r).with_output_types(JudgeRequest)
-        return {"requests": requests, "parts": built["parts"], "dead_letter": built[DEAD]}
+        return {"requests": requests, "parts": built["parts"], "dead_letter": built[DEAD], "quality": built["quality"]}
 
     return JudgeScorer(handler, build, _verdict(strategy), NAME, inference_args=inference_args)
 

@@ -40,6 +40,8 @@ __all__ = [
     "conversational_messages",
     "render_history",
     "history_turn",
+    "history_sizes",
+    "fitted_history",
     "left_out_note",
 ]
 
@@ -205,6 +207,43 @@ def render_history(turns: Sequence[tuple[str, str]], first_turn: int = 1, left_o
     for k, (q, a) in enumerate(turns, start=first_turn):
         parts.append(history_turn(k, q, a))
     return "\n\n".join(parts) if parts else NO_HISTORY
+
+
+def history_sizes(turns: Sequence[tuple]) -> list[int]:
+    """``cum[m]``: characters of the first ``m`` of ``turns`` (``(query, answer)`` pairs, oldest first) as
+    :func:`render_history` writes them, without the separators between them: what :func:`fitted_history`
+    sizes a history by, in O(1) per candidate."""
+    cum = [0]
+    for m, (q, a) in enumerate(turns):
+        cum.append(cum[-1] + len(history_turn(m + 1, q, a)))
+    return cum
+
+
+def fitted_history(cum: Sequence[int], lo: int, e: int, rest: int, max_prompt_chars: Optional[int]) -> tuple[int, bool]:
+    """``(s, note)``: the earlier turns ``s .. e-1`` (0-based; ``cum`` from :func:`history_sizes`) a turn's prompt
+    shows so that it stays within ``max_prompt_chars`` (``None``: no limit): all from ``lo`` when they fit, else
+    the **oldest** left out, as few as needed, behind :func:`left_out_note` (``note`` True; ``s == e`` when not
+    even one fits). ``rest``: the prompt's characters other than its history (the prompt with no history, less
+    :data:`NO_HISTORY`). O(log(e - lo)) (issue 28 T8; trial47b B1: Role adherence sent every earlier turn and
+    dead-lettered each turn whose prompt was over the limit)."""
+
+    def size(s: int, note: bool) -> int:
+        n = e - s
+        chars = (cum[e] - cum[s]) + 2 * (n - 1) if n else 0
+        if note:
+            chars += len(left_out_note(s)) + (2 if n else 0)
+        return chars if (n or note) else len(NO_HISTORY)
+
+    if max_prompt_chars is None or lo >= e or rest + size(lo, False) <= max_prompt_chars:
+        return lo, False
+    a, b = lo + 1, e  # the smallest s in (lo, e] that fits (sizes shrink as s grows); e if none
+    while a < b:
+        mid = (a + b) // 2
+        if rest + size(mid, True) <= max_prompt_chars:
+            b = mid
+        else:
+            a = mid + 1
+    return a, True
 
 
 def conversational_messages(
