@@ -151,6 +151,18 @@ def test_token_pieces_are_the_words_of_the_whole_text(text, piece, language):
         assert len(pieces) <= 1  # an answer within one piece is tokenised whole
 
 
+@pytest.mark.parametrize("joiner", [",", ".", "-", "/", ";", "(", "|", ", "])
+def test_words_joined_by_punctuation_are_cut_into_pieces(joiner):
+    """trial47b B2: 9 million words joined by "," were one piece (pieces ended only at whitespace): the 50 MB
+    answer peaked at the unpieced 1,220 MB. Words joined by punctuation are cut between them, with the same words."""
+    from fair_forge_beam.components.text import token_pieces
+
+    text = joiner.join(f"word{i}" for i in range(2_000))
+    pieces = list(token_pieces(text, "english", 100))
+    assert len(pieces) > 100 and max(map(len, pieces)) <= 20
+    assert [w for p in pieces for w in p] == tokenize(text, "english")
+
+
 @given(words=st.lists(st.sampled_from(["hate", "you", "stupid", "idiot", "big", "fool", "ok", "'", "don't"]), max_size=40),
        seps=st.lists(st.sampled_from([" ", "  ", "\n", ", "]), min_size=40, max_size=40), piece=st.integers(1, 12))
 def test_lexicon_matches_piece_by_piece_as_over_all_the_words(words, seps, piece):
