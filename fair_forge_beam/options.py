@@ -2126,14 +2126,29 @@ def checked_pipeline_args(args: Optional[Sequence[str]]) -> list[str]:
 
     Raises:
         ValueError: one line naming the option (trial47 B4: ``--direct_num_workers=abc`` printed Beam's whole usage,
-            130 lines, and raised ``SystemExit(2)``, which ends a notebook's kernel); a secret-shaped value masked.
+            130 lines, and raised ``SystemExit(2)``, which ends a notebook's kernel); a secret-shaped value masked;
+            or naming the arguments no Beam option takes (``--no_such_flag=1``: Beam ignores it with a warning).
+        TypeError: ``args`` is a string (not a list of them), or holds something else than strings.
     """
     from fair_forge_beam.urls import mask_line
 
+    if isinstance(args, (str, bytes, bytearray)):  # trial47b: a str was split into its characters, ~20 warnings
+        raise TypeError(f"pipeline_args must be a list of strings (e.g. ['--direct_num_workers=2']), got a "
+                        f"{type(args).__name__}")
     args = list(args or [])
+    for i, a in enumerate(args):
+        if not isinstance(a, str):
+            raise TypeError(f"pipeline_args[{i}] must be a string, got a {type(a).__name__}")
     problem = beam_value_problem(args)
     if problem:
         raise ValueError(f"pipeline_args: Beam pipeline option {mask_line(problem)}")
+    unknown = unknown_beam_options(args)
+    if unknown:  # again with the PipelineOptions classes defined since the parser was made (a caller's own)
+        unknown = _beam_parser.__wrapped__().parse_known_args(list(args))[1]
+    if unknown:  # Beam would ignore them with a warning, as the command line refuses them (trial47b)
+        shown = ", ".join(mask_line(a.split("=", 1)[0]) for a in unknown[:3]) + (", ..." if len(unknown) > 3 else "")
+        raise ValueError(f"pipeline_args: {len(unknown)} argument{'s' if len(unknown) > 1 else ''} no Beam pipeline "
+                         f"option takes ({shown}): Beam would ignore {'them' if len(unknown) > 1 else 'it'}")
     return args
 
 

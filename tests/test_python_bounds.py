@@ -133,3 +133,37 @@ def test_every_python_entry_point_that_takes_pipeline_args_checks_them():
                   lambda a: run_structured(None, (), dict, "k", pipeline_args=a)):
         with pytest.raises(ValueError, match=r"^pipeline_args: Beam pipeline option --direct_num_workers: invalid int"):
             build(["--direct_num_workers=abc"])
+
+
+def test_pipeline_args_must_be_a_list_of_known_beam_options():
+    """trial47b: ``pipeline_args="--direct_num_workers=abc"`` (a str) was split into its characters (~20 "Unparseable
+    argument" warnings, then Beam's "dest= is required"); ``[b"--x"]`` raised a TypeError from inside the check;
+    ``["--no_such_flag=1"]`` ran with a Beam warning where the command line refuses an unknown option."""
+    from fair_forge_beam.options import checked_pipeline_args
+
+    with pytest.raises(TypeError, match=r"^pipeline_args must be a list of strings .*got a str$"):
+        checked_pipeline_args("--direct_num_workers=2")
+    with pytest.raises(TypeError, match=r"^pipeline_args\[1\] must be a string, got a bytes$"):
+        checked_pipeline_args(["--direct_num_workers=2", b"--x"])
+    with pytest.raises(ValueError, match=r"^pipeline_args: 1 argument no Beam pipeline option takes "
+                                         r"\(--no_such_flag\): Beam would ignore it$"):
+        checked_pipeline_args(["--no_such_flag=1"])
+    assert checked_pipeline_args(["--direct_num_workers=2", "--direct_running_mode=in_memory"]) == [
+        "--direct_num_workers=2", "--direct_running_mode=in_memory"]
+    assert checked_pipeline_args(None) == []
+
+
+def test_a_callers_own_pipeline_options_class_is_known_in_pipeline_args():
+    """A PipelineOptions subclass the caller defines after the first check still names its options."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from fair_forge_beam.options import checked_pipeline_args
+
+    checked_pipeline_args(["--direct_num_workers=2"])  # the parser made and kept
+
+    class _CallersOptions(PipelineOptions):
+        @classmethod
+        def _add_argparse_args(cls, parser):
+            parser.add_argument("--callers_own_option_47", default=None)
+
+    assert checked_pipeline_args(["--callers_own_option_47=x"]) == ["--callers_own_option_47=x"]
