@@ -441,6 +441,18 @@ def test_a_publication_cut_short_by_the_machine_says_so_and_keeps_its_stage(stor
                          f"into it completes this run's publication from {stage}"), line
     assert seen["kept for the watchdog"] == []  # an interrupt's watchdog would have removed the only whole copy
     assert store.keys(f"{out}/_SUCCESS") == [] and store.keys(f"{stage}/_SUCCESS")
+    # the next run's completion of it cut again (trial47b B3: its line said "nothing was published (the output
+    # folder, if any, is as it was)"): the same words, the stage kept for the run after
+    store.on_write = quota_in_the_middle
+    try:
+        code = console.guarded(run, "audit")
+    finally:
+        store.on_write = None
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1 and line.endswith(f"holds a publication cut short (its earlier outputs removed, this run's partly "
+                                       f"copied, no _SUCCESS marker: readers see an unfinished folder); the next run "
+                                       f"into it completes this run's publication from {stage}"), line
+    assert store.keys(f"{stage}/_SUCCESS")
     assert clean_stale_stages(out) == [stage]  # as the line says: the next run completes it
     assert store.get(f"{out}/results.parquet/part-00000-of-00001.parquet") == b"new" and store.keys(f"{out}/_SUCCESS")
     assert console.cut_state(out) is None  # the completed publication is no longer cut short

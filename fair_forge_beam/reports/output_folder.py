@@ -891,7 +891,10 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
         The stage folder's path (same filesystem as ``output``).
     """
     out = check_output_folder(output)
-    clean_stale_stages(out)
+    from fair_forge_beam.console import writing
+
+    with writing(out):  # the machine failing a completion of an earlier cut publication: the one error, saying so
+        clean_stale_stages(out)  # (trial47b B3: "nothing was published (the output folder, if any, is as it was)")
     stage = new_stage_path(out)
     local = _is_local(out)
     busy = _busy_problem(out) if local else None
