@@ -780,6 +780,9 @@ class RequestFailureNotices(logging.LoggerAdapter):
     travels with the handler (pickled: the logger by its name)."""
 
     def __init__(self, logger: logging.Logger):
+        if not isinstance(logger, (logging.Logger, logging.LoggerAdapter)):
+            raise TypeError(f"RequestFailureNotices: logger must be a logging.Logger (or a LoggerAdapter of one), "
+                            f"got a {type(logger).__name__}")
         super().__init__(getattr(logger, "logger", logger), {})
 
     def error(self, msg, *args, **kwargs) -> None:

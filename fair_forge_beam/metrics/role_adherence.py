@@ -159,6 +159,9 @@ class EarlierTurns(list):
     and ``left_out`` (how many older turns were left out to keep the prompt within the judge's limit; 0: none)."""
 
     def __init__(self, turns=(), first_turn: int = 1, left_out: int = 0):
+        for name, v, low in (("first_turn", first_turn, 1), ("left_out", left_out, 0)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise ValueError(f"EarlierTurns: {name} must be an integer >= {low}")
         super().__init__(turns)
         self.first_turn, self.left_out = first_turn, left_out
 
