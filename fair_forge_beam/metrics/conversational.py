@@ -34,9 +34,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.components.judge.prompts_quality import NO_HISTORY, conversational_messages, fitted_history, history_sizes
-from fair_forge_beam.io.elements import Interaction, QualityWarning
+from fair_forge_beam.io.elements import Interaction
 from fair_forge_beam.engine import GroupPerSession, session_key_of
-from fair_forge_beam.metrics.judged import JudgedMetric, request_key
+from fair_forge_beam.metrics.judged import JudgedMetric, history_cut_warning, request_key
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns, SessionHistogram
 from fair_forge_beam.schemas.conversational import (
@@ -133,17 +133,7 @@ def iter_session_requests(skey: str, turns: Sequence[tuple], chat_history: bool 
 def _history_warnings(display: str, metas: Sequence[tuple]) -> list:
     """The session's one ``history_cut`` warning when some of its turns were judged with older
     turns left out for the prompt limit (meta extra ``history_left_out``)."""
-    cut = [(m[1], m[5]["history_left_out"]) for m in metas if m[5].get("history_left_out")]
-    if not cut:
-        return []
-    first, n_first = min(cut)
-    most = max(n for _t, n in cut)
-    turns = f"{len(cut):,} turn{'' if len(cut) == 1 else 's'}"
-    return [QualityWarning(
-        "history_cut", display,
-        f"{turns} of this session judged without their oldest earlier turns, left out to keep the prompt within "
-        f"the judge's limit (--judge-max-prompt-chars): up to {most:,} left out of one turn; the first: turn_index "
-        f"{first} ({n_first:,} left out)")]
+    return history_cut_warning(display, [(m[1], m[5]["history_left_out"]) for m in metas if m[5].get("history_left_out")])
 
 
 class Conversational(JudgedMetric):

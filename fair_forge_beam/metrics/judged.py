@@ -40,7 +40,8 @@ from fair_forge_beam.statistical.combiners import (BootstrapMeanCombineFn, Colle
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.arguments import checks_arguments
 
-__all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "request_key", "require_text", "META", "QUALITY"]
+__all__ = ["JudgedMetric", "JudgeScorer", "build_judge", "request_key", "require_text", "history_cut_warning", "META",
+           "QUALITY"]
 
 META = "meta"
 
@@ -102,6 +103,22 @@ class _Outputs(beam.DoFn):
     def process(self, element):
         for out in self.fn(element) or ():
             yield beam.pvalue.TaggedOutput(DEAD, out) if isinstance(out, DeadLetter) else out
+
+
+def history_cut_warning(display: str, cut: Sequence[tuple], done: str = "judged") -> list:
+    """The session's one ``history_cut`` warning (``[]`` when ``cut`` is empty): ``cut`` holds ``(turn_index, earlier
+    turns left out)`` of each turn ``done`` (``"judged"``, ``"sent to the judge"``) with its oldest earlier turns left
+    out for the judge's prompt limit (:func:`~fair_forge_beam.components.judge.prompts_quality.fitted_history`):
+    Conversational's and Role adherence's."""
+    if not cut:
+        return []
+    first, n_first = min(cut)
+    turns = f"{len(cut):,} turn{'' if len(cut) == 1 else 's'}"
+    return [QualityWarning(
+        "history_cut", display,
+        f"{turns} of this session {done} without their oldest earlier turns, left out to keep the prompt within "
+        f"the judge's limit (--judge-max-prompt-chars): up to {max(n for _t, n in cut):,} left out of one turn; the "
+        f"first: turn_index {first} ({n_first:,} left out)")]
 
 
 class JudgeScorer(beam.PTransform):

@@ -41,11 +41,11 @@ from fair_forge_beam.engine import (
     DEAD, GroupPerSession, MetricSpec, SessionPart, SessionReducer, SliceEstimator, part_value, session_key_of, session_key_text,
 )
 from fair_forge_beam.schemas.common import Estimate
-from fair_forge_beam.io.elements import Interaction, QualityWarning, dead_letter
+from fair_forge_beam.io.elements import Interaction, dead_letter
 from fair_forge_beam.metrics.base import MetricTransform
 from fair_forge_beam.slices import SLICE_DIMENSIONS
 from fair_forge_beam.metrics.judged import (
-    JudgeScorer, build_judge, decode_part, encode_part, request_key, session_of_key,
+    JudgeScorer, build_judge, decode_part, encode_part, history_cut_warning, request_key, session_of_key,
 )
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.metric_info import EstimateInfo, MetricInfo, ParquetColumns
@@ -227,8 +227,9 @@ class _BuildRequests(beam.DoFn):
     def __init__(self, strategy: RoleScoringStrategy, max_prompt_chars: Optional[int] = None):
         self.strategy, self.max_prompt_chars = strategy, max_prompt_chars
 
-    def _fitted(self, role, items, e: int, t) -> tuple:
-        """(messages, earlier turns left out) of the turn ``t`` whose earlier turns are ``items[:e]``."""
+    def _fitted(self, role, items, e: int, t, cum: list) -> tuple:
+        """(messages, earlier turns left out) of the turn ``t`` whose earlier turns are ``items[:e]``; ``cum``: the
+        session's :func:`history_sizes`, filled when the limit is first looked at."""
         limit, strategy = self.max_prompt_chars, self.strategy
 
         def build(s: int, note: bool):
@@ -237,9 +238,9 @@ class _BuildRequests(beam.DoFn):
 
         if limit is None or e == 0:
             return build(0, False), 0
-        if self._cum is None:
-            self._cum = history_sizes([(h[3], h[4]) for h in items])
-        s, note = fitted_history(self._cum, 0, e, _chars(build(e, False)) - len(NO_HISTORY), limit)
+        if not cum:
+            cum.extend(history_sizes([(h[3], h[4]) for h in items]))
+        s, note = fitted_history(cum, 0, e, _chars(build(e, False)) - len(NO_HISTORY), limit)
         messages = build(s, note)
         if s < e and _chars(messages) > limit:  # a strategy that writes its history otherwise: sized by building it
             a, b = s + 1, e
@@ -265,27 +266,21 @@ class _BuildRequests(beam.DoFn):
                     NAME, "no chatbot_role: role adherence needs the session's declared role", t[6], t[1]))
             return
         role = roles[0]  # one session, one header: several roles only when a session is split across files
-        self._cum = None  # history_sizes of items, made when the limit is first looked at
+        cum: list = []  # history_sizes of items, made when the limit is first looked at
         cut: list = []  # (turn_index, earlier turns left out) of the turns sent with a cut history
         e = 0  # the earlier turns of items[i] are items[:e] (those with a smaller turn_index)
         for i, t in enumerate(items):
             if t[0] != items[e][0]:
                 e = i
-            msgs, left_out = self._fitted(role, items, e, t)
+            msgs, left_out = self._fitted(role, items, e, t, cum)
             if left_out:
                 cut.append((t[0], left_out))
             key = request_key(skey, t[0], msgs)
             yield judge_request(key, msgs, schema=self.strategy.schema, element_id=t[1])
             yield beam.pvalue.TaggedOutput("parts", SessionPart.keyed(skey, (0, RoleMeta(key, t[0], t[1], t[2]))))
-        if cut:
-            session_id, assistant_id, _language = json.loads(skey)
-            first, n_first = min(cut)
-            turns = f"{len(cut):,} turn{'' if len(cut) == 1 else 's'}"
-            yield beam.pvalue.TaggedOutput("quality", QualityWarning(
-                "history_cut", f"{session_id}/{assistant_id}",
-                f"{turns} of this session sent to the judge without their oldest earlier turns, left out to keep "
-                f"the prompt within the judge's limit (--judge-max-prompt-chars): up to {max(n for _t, n in cut):,} "
-                f"left out of one turn; the first: turn_index {first} ({n_first:,} left out)"))
+        session_id, assistant_id, _language = json.loads(skey)
+        for w in history_cut_warning(f"{session_id}/{assistant_id}", cut, "sent to the judge"):
+            yield beam.pvalue.TaggedOutput("quality", w)
 
 
 def _verdict(strategy: RoleScoringStrategy):
