@@ -924,6 +924,7 @@ def _function_scores(fn: Callable, x, no_score: Callable):
     return (out,)
 
 
+@beam.typehints.with_output_types(Any)
 class _ScoreAndRoute(beam.DoFn):
     """The metric's scorer, with each score routed in the same step: its interaction record
     (main), its session value and its cell value (``"sessions"``: ``(session key, (slot,

@@ -63,7 +63,7 @@ import os
 import re
 import sys
 import time
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from fair_forge_beam._beam import beam
 from fair_forge_beam.io.paths import same_folder
@@ -1502,6 +1502,7 @@ def _write_reused_rows(stored, kept: Sequence[tuple], target: str) -> None:
     replace_file(target, lambda f: pq.write_table(pa.concat_tables(pieces), f))  # never in place
 
 
+@beam.typehints.with_output_types(Any)
 class _ReadStoredRows(beam.DoFn):
     """``(run index, path of a stored session table's Parquet file, engine group g, staged path or
     None)`` → per stored
@@ -1631,6 +1632,7 @@ def _reduced_columns(layout, names, keep) -> tuple:
             [(c, s, held.get(s)) for c, s in scored_columns(layout, names) if keep(s)])
 
 
+@beam.typehints.with_output_types(Any)
 class _MergeRunsOfSession(beam.DoFn):
     """The stored rows of one reader session ``(session_id, assistant_id)`` from every run →
     its reader warnings as one audit of every run's inputs gives them (``"quality"``) and, per

@@ -689,6 +689,7 @@ def sessions_from_interactions(interactions, assistant_id: Optional[str] = None,
             | f"{label}SessionJson" >> beam.Map(lambda kv: _session_json(kv, assistant_id)[1]))
 
 
+@beam.typehints.with_output_types(Any)
 class _Split(beam.DoFn):
     """Splits the handler's results; increments the runner's Beam counters here, in the DoFn's
     metrics context, from each result's ``counts``."""
@@ -723,6 +724,7 @@ def _batch_dead_letter(session_json: str, reason: str):
     return dead_letter(RUNNER_STAGE, reason, session_json, element_id=eid, source=RUNNER_STAGE)
 
 
+@beam.typehints.with_output_types(Any)
 class _FailedBatch(beam.DoFn):
     def process(self, failed):
         batch, exc = failed

@@ -116,6 +116,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 import time
+import typing
 from typing import Optional
 
 import numpy as np
@@ -148,6 +149,7 @@ PROFILE, ASSIGNMENTS, DEAD = "profile", "assignments", "dead_letter"
 _MODEL, _SUMMARY, _LABELLED = "model", "summary", "labelled"
 
 
+@beam.typehints.with_output_types(typing.Union[beam.pvalue.TaggedOutput, typing.Tuple[typing.Any, ClusterInput]])
 class _Validate(beam.DoFn):
     """Checks one :class:`ClusterInput`; emits ``(sample_key, point)`` with a float32 embedding,
     or a dead letter."""
@@ -182,6 +184,7 @@ class _Validate(beam.DoFn):
         yield (sample_key(self.seed, element_id), ClusterInput(element_id, np.ascontiguousarray(e), int(toxic), int(total)))
 
 
+@beam.typehints.with_output_types(typing.Any)
 class _Route(beam.DoFn):
     """Sampled points (key ≤ threshold) to the fit; the others keyed by a canonical batch."""
 
@@ -209,6 +212,7 @@ def _points_dim(points: list) -> tuple:
     return dim, [p for p in points if p.embedding.shape[0] == dim], [p for p in points if p.embedding.shape[0] != dim]
 
 
+@beam.typehints.with_output_types(typing.Union[beam.pvalue.TaggedOutput, _Labelled])
 class _Fit(beam.DoFn):
     """Fits the sample (a list side input of ≤ cap points; runs once, in one worker). Outputs: labelled sample points
     (main), the pickled :class:`AssignModel` (``model``), a JSON-able summary (``summary``)."""
@@ -264,6 +268,7 @@ class _Holder:
         self.model = model
 
 
+@beam.typehints.with_output_types(typing.Any)
 class _Assign(beam.DoFn):
     """Labels one canonical batch of non-sampled points with the fitted model (side input).
 

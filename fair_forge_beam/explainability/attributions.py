@@ -380,6 +380,7 @@ def repeated_ids_warning(counts: Mapping[str, int], where: str) -> Optional[str]
             "and their attributions share the id (a join by id cannot tell them apart): give each item its own id")
 
 
+@beam.typehints.with_output_types(Any)
 class _ExplainFn(beam.DoFn):
     DEAD = "dead_letters"
 

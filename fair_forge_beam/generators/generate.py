@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+import typing
 from typing import Any, Optional, Sequence
 
 from fair_forge_beam._beam import beam
@@ -252,6 +253,7 @@ def batches_for(chunk_id: str, occurrence: int, parsed: dict, conversation_mode:
     return out
 
 
+@beam.typehints.with_output_types(typing.Tuple[int, typing.Tuple[int, Any]])
 class _ToBatches(beam.DoFn):
     """``JudgeResult`` → ``(group index, (position, [Batch dict, …]))``; a conversation with repeated
     turn numbers → dead letter."""
@@ -271,6 +273,7 @@ class _ToBatches(beam.DoFn):
         yield int(gi), (int(pos), batches)
 
 
+@beam.typehints.with_output_types(typing.Tuple[int, typing.Dict[str, Any]])
 class _BuildDataset(beam.DoFn):
     """``(group index, parts)`` → ``(group index, Dataset dict)``, batches in chunk order."""
 

@@ -192,6 +192,7 @@ def find_timestamp(field: str, *places: Optional[dict]) -> Any:
     return None
 
 
+@beam.typehints.with_output_types(Any)
 class AssignEventTime(beam.DoFn):
     """``Interaction`` → the same element stamped with its ``event_time`` (seconds since the
     epoch) as Beam event time; an element without one (policy ``processing_time``) is stamped

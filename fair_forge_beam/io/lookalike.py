@@ -14,6 +14,7 @@ through a shuffle — one element per distinct spelling.
 from __future__ import annotations
 
 import unicodedata
+import typing
 from typing import Iterable, Optional
 
 from fair_forge_beam._beam import beam
@@ -58,6 +59,7 @@ def lookalike_message(dimension: str, spellings: list, n: int) -> str:
             "differing characters escaped): write the ids one way (e.g. NFC) if they mean the same")
 
 
+@beam.typehints.with_output_types(typing.Any)
 class _Spellings(beam.DoFn):
     """An interaction → ``((dimension, NFKC value), spelling)`` for each id that NFKC changes and
     each stable id that such an id becomes (``forms``: the side input of those NFKC values);
@@ -87,6 +89,7 @@ class _Spellings(beam.DoFn):
             yield key, value
 
 
+@beam.typehints.with_output_types(typing.Tuple[typing.Any, typing.Any])
 class _Forms(beam.DoFn):
     """An interaction → ``(dimension, NFKC value)`` of each id that NFKC changes."""
 
@@ -139,4 +142,4 @@ class LookAlikeIds(beam.PTransform):
         return (interactions
                 | f"{lab}LookAlikeSpellings" >> beam.ParDo(_Spellings(), beam.pvalue.AsList(forms))
                 | f"{lab}LookAlikeGroup" >> beam.CombinePerKey(_FewSpellings())
-                | f"{lab}LookAlikeWarnings" >> beam.FlatMap(_warning))
+                | f"{lab}LookAlikeWarnings" >> beam.FlatMap(_warning).with_output_types(QualityWarning))

@@ -1205,6 +1205,7 @@ class _JsonLinesSource(FileBasedSource):
 _EMPTY = "empty_compressed"
 
 
+@beam.typehints.with_output_types(Any)
 class _MatchJsonl(beam.DoFn):
     """A JSON Lines pattern → the metadata of the files it matches, for Beam's ``ReadAllFiles``;
     a compressed file of 0 bytes → its one dead letter, ``(file, 0, ReadError)`` on output
@@ -1481,6 +1482,7 @@ def _json_element(path: str, value, limit: int):
                          value.text.decode("utf-8", "replace"))
 
 
+@beam.typehints.with_output_types(Any)
 class _ParquetRowGroups(beam.DoFn):
     def process(self, metadata):
         import pyarrow.parquet as pq
@@ -1729,6 +1731,7 @@ def parquet_slice_rows(meta, least: int) -> int:
     return int(min(_PARQUET_ROWS_PER_SLICE, max(1, _PARQUET_SLICE_BYTES // per_row)))
 
 
+@beam.typehints.with_output_types(Any)
 class _ReadParquetRowGroup(beam.DoFn):
     """``(file, row group)`` → ``(file, row index, record)`` of each row of the row group.
 
@@ -1826,6 +1829,7 @@ def _parquet_slice_records(path: str, batch, first: int, limit: int):
 
 
 # ------------------------------------------------------------------ retrievers
+@beam.typehints.with_output_types(Any)
 class _RunRetriever(beam.DoFn):
     def __init__(self, retriever_cls, kwargs, keyword_hints=None):
         self.retriever_cls, self.kwargs = retriever_cls, dict(kwargs or {})

@@ -96,6 +96,7 @@ def _as_dict(item: Any) -> Any:
     return item.model_dump() if hasattr(item, "model_dump") else item
 
 
+@beam.typehints.with_output_types(Any)
 class _ReadRetrieverFn(beam.DoFn):
     """Splittable ``DoFn``: claims positions of the retriever's iterator one by one, emits
     ``(source, position, record)`` at the record's event time, checkpoints every

@@ -136,6 +136,7 @@ def contest_order(ids, declared: Sequence[str] = ()) -> list[str]:
     return head + sorted(present - set(head))
 
 
+@beam.typehints.with_output_types(Any)
 class _BuildBlock(beam.DoFn):
     """``(block id, [Interaction])`` → :class:`Block` (or a walkover record), with warnings."""
 

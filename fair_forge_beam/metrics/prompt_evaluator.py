@@ -219,6 +219,7 @@ def _jq_part(res):
 
 
 # ----------------------------------------------------------------------------------- per query
+@beam.typehints.with_output_types(Any)
 class _ScoreQuery(beam.DoFn):
     """Joined ``(query key, {meta, generations})`` → query record (or a JQ round first)."""
 

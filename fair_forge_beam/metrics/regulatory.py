@@ -33,6 +33,7 @@ NON_COMPLIANT interactions (frequentist ``k/n``; Bayesian exact Beta posterior a
 from __future__ import annotations
 
 import json
+import typing
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -148,6 +149,7 @@ def _IndexCombineFn() -> SortedListCombineFn:
     return SortedListCombineFn(_chunk_order, _chunk_index)
 
 
+@beam.typehints.with_output_types(typing.Tuple[Any, Any])
 class _EmbedChunks(beam.DoFn):
     def __init__(self, embedder: Embedder):
         self.embedder = embedder
@@ -281,6 +283,7 @@ def _judge_failure(d):
             _verdict(skey, element_id, source, chunk_index, None, None))
 
 
+@beam.typehints.with_output_types(Any)
 class _LocalCheck(beam.DoFn):
     """Runs a local :class:`ContradictionChecker`; an exception or a malformed result
     dead-letters the interaction's checks (never a crash)."""

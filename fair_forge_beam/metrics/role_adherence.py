@@ -214,6 +214,7 @@ def _turn(x: Interaction):
         x._asdict() if is_blank(x.chatbot_role) else None)
 
 
+@beam.typehints.with_output_types(typing.Union[beam.pvalue.TaggedOutput, str])
 class _BuildRequests(beam.DoFn):
     """One session's turns → per turn a ``JudgeRequest`` and its meta part (tagged ``"parts"``),
     or dead letters (no role). History of a turn = turns with a smaller ``turn_index``, in that order;

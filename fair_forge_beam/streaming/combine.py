@@ -35,7 +35,7 @@ and streaming pipelines keep ``CombinePerKey`` (their bundles are small).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Optional
+from typing import Any, Optional
 
 from fair_forge_beam._beam import beam
 from apache_beam.options.pipeline_options import StandardOptions
@@ -75,6 +75,7 @@ def _batch(pcoll) -> bool:
     return not (options is not None and options.view_as(StandardOptions).streaming)
 
 
+@beam.typehints.with_output_types(Any)
 class _KeyByWindow(beam.DoFn):
     """``(key, value)`` in window ``[s, e)`` → ``((s µs, e µs, key), value)`` in the global
     window (once per window the element is in)."""
@@ -95,6 +96,7 @@ class _KeyByWindow(beam.DoFn):
         yield self._global.with_value(((*bounds, key), value))
 
 
+@beam.typehints.with_output_types(Any)
 class _RestoreWindow(beam.DoFn):
     """``((s µs, e µs, key), combined)`` → ``(key, combined)`` back in window ``[s, e)``, stamped
     at the window's last millisecond (as a windowed grouping's output arrives), in its ON_TIME

@@ -40,7 +40,7 @@ late dead letters); Prism and Dataflow support the state and timers it uses but 
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from fair_forge_beam._beam import beam
 from apache_beam.coders import BooleanCoder
@@ -98,6 +98,7 @@ class _KeyByLastWindow(beam.DoFn):
         yield (int(last.end.micros), int(last.start.micros)), x
 
 
+@beam.typehints.with_output_types(Any)
 class _Route(beam.DoFn):
     """Per window key: forward records until the window's expiry timer fires, dead-letter the
     records after it (see the module docstring)."""

@@ -977,6 +977,7 @@ class _SplitResults(beam.DoFn):
             yield beam.pvalue.TaggedOutput(self.DEAD, dead_letter("judge", f"unexpected output type {type(res).__name__}", repr(res)))
 
 
+@beam.typehints.with_output_types(Any)
 class _BatchFailureToDeadLetters(beam.DoFn):
     """A whole batch that raised after Beam's retries (e.g. a bug, or transient failures when
     retries ran out outside ``request``): one dead letter per request, counted as failures."""
