@@ -47,3 +47,18 @@ def test_choice_defaults_in_the_options_table_match_the_parser():
         assert marked, (names[0], default, rest)
         checked += 1
     assert checked >= 5
+
+
+def test_no_table_of_the_docs_has_two_rows_for_one_flag():
+    """trial48 B8: docs/cli.md's table held two ``--endpoint-down-after`` rows that said different things."""
+    twice = []
+    for doc in sorted((REPO / "docs").rglob("*.md")):
+        table: list[str] = []
+        for line in [*doc.read_text(encoding="utf-8").splitlines(), ""]:
+            if line.startswith("|"):
+                m = re.match(r"\|\s*`(--[a-z0-9-]+)", line)
+                table += [m.group(1)] if m else []
+                continue
+            twice += [f"{doc.name}: {f}" for f in sorted(set(table)) if table.count(f) > 1]
+            table = []
+    assert twice == []
