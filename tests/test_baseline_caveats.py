@@ -68,3 +68,22 @@ def test_the_lists_are_declared_once():
     assert "torch" in O.packages_read(["toxicity"], "bayesian", {"group_extractor": "embedding"})
     assert "torch" in O.packages_read(["regulatory"], "bayesian", {})  # its default embedder is MiniLM
     assert "torch" not in O.packages_read(["humanity"], "bayesian", {"regulatory_embedder": "minilm"})  # not read
+
+
+def _versioned(statistics_schema, results_schema=3):
+    doc = _doc()
+    doc["config"]["versions"] = {"fair_forge_beam": "0.1.0", "statistics_schema": statistics_schema,
+                                 "results_schema": results_schema}
+    return doc
+
+
+def test_a_baseline_written_by_another_statistics_schema_differs_with_or_without_run_info():
+    """trial48 B4: a baseline whose results.json says statistics schema 9 (this version writes 10) passed a
+    regression gate without a caveat whenever both runs had run_info.json, whose versions are the packages'."""
+    info = _info([], {})
+    for infos in ((info, info), (None, None), (info, None)):
+        diffs = run_differences(_versioned(10), _versioned(9), *infos)
+        assert [(d["what"], d["current"], d["baseline"]) for d in diffs] == [("version of statistics_schema", 10, 9)], infos
+        diffs = run_differences(_versioned(10, 4), _versioned(10, 3), *infos)
+        assert [d["what"] for d in diffs] == ["version of results_schema"], infos
+        assert run_differences(_versioned(10), _versioned(10), *infos) == [], infos

@@ -402,7 +402,18 @@ def run_differences(current: dict, baseline: dict, current_info: Optional[dict] 
         for pkg in sorted(pkgs):
             if ver_c.get(pkg) != ver_b.get(pkg):
                 add(f"version of {pkg}", ver_c.get(pkg), ver_b.get(pkg))
+    # the layouts results.json records (run_info.json's versions are the packages'): a run whose statistics
+    # or results were written by another schema is unlike, every package the same or not (trial48 B4)
+    sch_c, sch_b = cfg_c.get("versions"), cfg_b.get("versions")
+    if isinstance(sch_c, dict) and isinstance(sch_b, dict):
+        for key in SCHEMA_VERSIONS:
+            if sch_c.get(key) != sch_b.get(key):
+                add(f"version of {key}", sch_c.get(key), sch_b.get(key))
     return out
+
+
+#: the schema versions in results.json's ``config.versions`` (:func:`~fair_forge_beam.reports.results.results_config`)
+SCHEMA_VERSIONS = ("statistics_schema", "results_schema")
 
 
 #: differences that leave two runs comparable: other data is the point of a baseline and of a trend
