@@ -171,6 +171,24 @@ def test_a_long_session_is_judged_with_its_oldest_turns_left_out_for_the_prompt_
     assert not any("left out" in c for c in cases)
 
 
+def test_a_turn_over_the_limit_with_no_history_is_no_turn_of_the_history_cut_warning(tmp_path):
+    """trial48b L1: at a 4,000-character limit, a session of 3 turns whose last answer alone is 5,000 characters:
+    that turn is a dead letter ("over the limit ...; not sent"), yet the history_cut warning counted it as "sent
+    to the judge ... turn_index 2 (2 left out)". Only turns sent count (as Conversational's: none here)."""
+    d = Dataset.model_validate({"session_id": "s", "assistant_id": "desk", "language": "english", "context": "",
+                                "chatbot_role": "You sell train tickets.",
+                                "conversation": [{"qa_id": "q0", "query": "Paris?", "assistant": "30 EUR."},
+                                                 {"qa_id": "q1", "query": "Lyon?", "assistant": "20 EUR."},
+                                                 {"qa_id": "q2", "query": "Nice?", "assistant": "x" * 5_000}]})
+    with ScriptedOpenAIServer(lambda req: {"adherent": True, "reason": "ok"}) as srv:
+        res = run_metric(RoleAdherence(judge=handler_for(srv, tmp_path, max_prompt_chars=4_000)),
+                         [_interaction(d, b, i) for i, b in enumerate(d.conversation)], tmp_path / "run")
+    (dead,) = res["dead_letter"]
+    assert "not sent" in dead["reason"]
+    assert sorted(r["turn_index"] for r in res["interactions"]) == [0, 1]
+    assert not [q for q in res["quality"] if q["kind"] == "history_cut"], res["quality"]
+
+
 def test_building_a_sessions_prompts_grows_with_its_turns_times_the_limit_not_their_square():
     """trial47b B1: each turn's history was found by a scan of the whole session and sent whole (1,000 -> 4,000
     turns: 0.70 -> 13.5 s). With a prompt limit, 4x the turns take about 4x the time (less than 8x asked)."""

@@ -274,8 +274,8 @@ class _BuildRequests(beam.DoFn):
             if t[0] != items[e][0]:
                 e = i
             msgs, left_out = self._fitted(role, items, e, t, cum)
-            if left_out:
-                cut.append((t[0], left_out))
+            if left_out and _chars(msgs) <= self.max_prompt_chars:  # a prompt still over the limit is never sent: a
+                cut.append((t[0], left_out))  # dead letter, no turn of the warning (trial48b L1)
             key = request_key(skey, t[0], msgs)
             yield judge_request(key, msgs, schema=self.strategy.schema, element_id=t[1])
             yield beam.pvalue.TaggedOutput("parts", SessionPart.keyed(skey, (0, RoleMeta(key, t[0], t[1], t[2]))))
