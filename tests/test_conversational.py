@@ -35,7 +35,7 @@ def section(text: str, name: str) -> str:
 
 def grice_judge(req):
     """memory = number of earlier turns shown; relation = the ``[r=x]`` marker of the answer;
-    language = 10 when the rubric asks for spanish, else 2; ``[bad]`` → an out-of-range score;
+    language = 10 when the rubric asks for spanish (in its fenced language block), else 2; ``[bad]`` → an out-of-range score;
     the insight lists the earlier questions in the order the judge saw them."""
     system = req.messages[0]["content"]
     case = [m["content"] for m in req.messages if m["role"] == "user"][-1]
@@ -46,7 +46,7 @@ def grice_judge(req):
         return {**dict.fromkeys(DIMENSIONS, 5.0), "memory": 11.0, "insight": "oops"}
     rel = float(re.search(r"\[r=([0-9.]+)\]", answer).group(1))
     scores = {d: 7.0 for d in DIMENSIONS}
-    scores.update(memory=float(len(earlier)), relation_maxim=rel, language=10.0 if "written in spanish" in system else 2.0)
+    scores.update(memory=float(len(earlier)), relation_maxim=rel, language=10.0 if re.search(r"<<<BEGIN PREFERRED_LANGUAGE [0-9a-f]{16}>>>\nspanish\n", system) else 2.0)
     return {**scores, "insight": " | ".join(earlier) + f" || Q<{section(case, 'CURRENT QUESTION')}> REF<{section(case, 'REFERENCE ANSWER')}>"}
 
 

@@ -132,6 +132,11 @@ def _display_name(attribute: str) -> str:
     return attribute.replace("_", " ").capitalize() + " bias"
 
 
+#: an attribute name, shown unfenced in the guardian's prompt as the category's name (``Sexual orientation bias``):
+#: words only, so a name can carry no instruction or marker (a definition is text and is fenced; trial48b)
+_ATTRIBUTE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_ -]{0,63}")
+
+
 # ------------------------------------------------------------------------------ errors
 class GuardianError(RuntimeError):
     """A guardian call failed (HTTP error after retries, empty answer, …)."""
@@ -334,7 +339,8 @@ class LLMGuardian(Transient, Guardian):
       cache_path: judge cache file (``"default"``, a path, or None for no cache).
       temperature, max_tokens: sampling parameters (defaults 0 and 16: the label and a category).
       logprobs: request log-probabilities (``top_logprobs`` alternatives) for the certainty.
-      definitions: ``{attribute: definition}`` overriding or extending :data:`ATTRIBUTE_DEFINITIONS`.
+      definitions: ``{attribute: definition}`` overriding or extending :data:`ATTRIBUTE_DEFINITIONS` (a name:
+        1 to 64 letters, digits, spaces, ``_`` or ``-``; it is shown in the prompt, the definition fenced).
       include_context: add the session's context (system prompt of the assistant) to the prompt
         as background; off by default, as in the original, which ignores it.
       config: a :class:`GuardianLLMConfig` instead of the arguments above (upstream style).
@@ -392,6 +398,9 @@ class LLMGuardian(Transient, Guardian):
         for k, v in (definitions or {}).items():
             if not isinstance(k, str) or not k or not isinstance(v, str) or is_blank(v):
                 raise ValueError(f"definitions must map attribute names to non-empty text, got {quoted(k)}: {quoted(v)}")
+            if not _ATTRIBUTE_NAME_RE.fullmatch(k):
+                raise ValueError(f"attribute name {quoted(k)} is not a name: 1 to 64 letters, digits, spaces, '_' or '-', "
+                                 "starting with a letter or digit (it is shown in the guardian's prompt)")
             self.definitions[k] = v
         params: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
         if self.logprobs:

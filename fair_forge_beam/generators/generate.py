@@ -98,7 +98,11 @@ def _custom_system(custom: str, context: str, n: int, seed_examples) -> str:
     tpl = PromptTemplate(custom, None, fenced=())
     values = {"context": fence("context", context), "num_queries": n, "num_turns": n,
               "seed_examples_section": _seed_section(seed_examples)}
-    return tpl.render({k: v for k, v in values.items() if k in tpl.slots})
+    out = tpl.render({k: v for k, v in values.items() if k in tpl.slots})
+    from fair_forge_beam.components.judge.prompts import DATA_NOTE
+
+    # fenced text in it (the context, the seed examples): say what the fences mean, as our own templates do
+    return DATA_NOTE + out if tpl.slots & {"context", "seed_examples_section"} else out
 
 
 def _messages(template: PromptTemplate, slot: str, n: int, chunk: Chunk, seed_examples, custom: Optional[str],

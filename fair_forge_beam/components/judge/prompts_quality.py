@@ -1,7 +1,7 @@
 """Judge prompts of the Context and Conversational metrics (intent of spec §5.3, own wording).
 
 Each metric has a *rubric* (the system message, static text except Conversational's required
-language) and a *case* (the user message: the material to judge). Both are
+language, which is fenced as data) and a *case* (the user message: the material to judge). Both are
 :class:`~fair_forge_beam.components.judge.prompts.PromptTemplate` objects; values are inserted
 verbatim and never re-parsed, so user text containing ``{``, ``}``, ``{{ … }}`` or ``{% … %}``
 reaches the judge unchanged (spec §17 item 13).
@@ -110,8 +110,10 @@ a conversation, paying particular attention to whether the assistant remembers w
 earlier.
 
 Rules:
-- The answer must be written in {{ preferred_language }}. If it is written in another language, \
-give a low "language" score, even when the question itself was written in that other language.
+- The answer must be written in the language named in this block (a value of the conversation's data):
+{{ preferred_language }}
+  If it is written in another language, give a low "language" score, even when the question itself \
+was written in that other language.
 - "memory": how well the answer uses what was said in the EARLIER TURNS. If the question does not \
 depend on anything said before, give full marks.
 - Judge the four conversational maxims:
@@ -132,13 +134,16 @@ Score every dimension from 0 (very poor) to 10 (excellent). Return a JSON object
 """
 
 CONVERSATIONAL_RUBRIC = PromptTemplate(
-    _CONVERSATIONAL_RUBRIC.replace("{% if observation %}", "{% if false %}"), slots=("preferred_language",)
+    _CONVERSATIONAL_RUBRIC.replace("{% if observation %}", "{% if false %}"), slots=("preferred_language",),
+    fenced=("preferred_language",),
 )
-"""System message of Conversational without an observation. Slot: ``preferred_language``."""
+"""System message of Conversational without an observation. Slot: ``preferred_language`` (fenced: the session's
+``language`` is input data, an unknown value is kept verbatim by ``normalize_language``; trial48b H3)."""
 CONVERSATIONAL_RUBRIC_WITH_OBSERVATION = PromptTemplate(
-    _CONVERSATIONAL_RUBRIC.replace("{% if observation %}", "{% if true %}"), slots=("preferred_language",)
+    _CONVERSATIONAL_RUBRIC.replace("{% if observation %}", "{% if true %}"), slots=("preferred_language",),
+    fenced=("preferred_language",),
 )
-"""System message of Conversational with an observation. Slot: ``preferred_language``."""
+"""System message of Conversational with an observation. Slot: ``preferred_language`` (fenced)."""
 
 CONVERSATIONAL_CASE = PromptTemplate(
     """\
