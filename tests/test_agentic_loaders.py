@@ -138,3 +138,19 @@ def test_the_converter_says_a_bad_argument_in_one_line(tmp_path, capsys, case):
     lines = [ln for ln in err.splitlines() if not ln.startswith("skipped (unreadable)")]
     assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in err, err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_k_above_every_tasks_trials_says_why_pass_at_k_is_n_a(tau_path, tmp_path, capsys):
+    """trial48 B9: ``--agentic-k 5`` where each task has 4 trials showed ``pass_at_k n/a`` (``n: 0``) with no
+    word of why; the console says it under the table, from the estimate's declared reason."""
+    from pipelines import audit
+
+    doc = audit.run(["--input", tau_path, "--input-format", "tau_bench", "--metrics", "agentic", "--agentic-k", "5",
+                     "--output", str(tmp_path / "out"), f"--runner={FNAPI}", "--no-report"])
+    (ov,) = [s for s in doc["metrics"]["agentic"]["slices"] if s["slice"] == "overall"]
+    assert ov["pass_at_k"]["mean"] is None and ov["pass_at_k"]["n"] == 0
+    lines = [ln.strip() for ln in capsys.readouterr().out.splitlines()]
+    why = [ln for ln in lines if ln.startswith("n/a (")]
+    assert why == ["n/a (pass_at_k, pass_pow_k): no task of the slice has --agentic-k conversations (trials) with its "
+                   "task id (agentic.task_id, --agentic-task-field): pass@k and pass^k average the tasks with at least "
+                   "k trials; the curve in results.json has the smaller k"], lines

@@ -59,5 +59,23 @@ def test_the_sample_output_leaves_out_no_line_but_table_rows(doc, printed):
     """trial46 B6: docs/data.md's sample (and README's) left out the line the command prints after the
     tables, ``Not scored at all (2 assistants: every interaction is a dead letter): support-bot …``."""
     shown = {_norm(ln) for ln in _sample(doc)}
-    left_out = sorted(ln for ln in printed if ln not in shown and not _may_be_cut(ln))
+    left_out = sorted(ln for ln in printed if ln not in shown and not _may_be_cut(ln) and not ln.startswith("n/a ("))
     assert not left_out, f"{doc} leaves out lines the command prints: {left_out}"
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/data.md"])
+def test_a_sample_row_shown_n_a_comes_with_the_line_that_says_why(doc, printed):
+    """trial48 B9: an estimate shown "n/a" had no word of why; the command now says it under the metric's
+    table (``n/a (mean_spearman): …``): a sample showing an n/a cell shows that line (one whose cut rows
+    alone were n/a may leave it out)."""
+    metric, why_shown, n_a_shown = None, {}, set()
+    for ln in _sample(doc):
+        head = re.match(r"(\w+): interactions:", ln)
+        metric = head.group(1) if head else metric
+        if _may_be_cut(ln.strip()) and " n/a" in ln:
+            n_a_shown.add(metric)
+        if ln.strip().startswith("n/a ("):
+            why_shown[metric] = _norm(ln)
+    assert n_a_shown, f"{doc}: the sample shows no n/a cell any more: update this test"
+    for m in n_a_shown:
+        assert m in why_shown and why_shown[m] in printed, f"{doc}: {m}'s rows show n/a without the line saying why"

@@ -95,6 +95,10 @@ SOURCES = ("judge", "label", "tools")
 MAX_K = 1000
 REQUESTS = "requests"
 TOOLS_STAGE = "agentic_tools"
+#: why the task curve's headline (pass@k, pass^k at the requested k) has no value in a slice
+_NO_TASK_OF_K = ("no task of the slice has --agentic-k conversations (trials) with its task id (agentic.task_id, "
+                 "--agentic-task-field): pass@k and pass^k average the tasks with at least k trials; the curve in "
+                 "results.json has the smaller k")
 
 
 def read_path(x: Interaction, path: str) -> Any:
@@ -428,10 +432,11 @@ class Agentic(MetricTransform):
         name="agentic",
         # conversation success, pass@k and pass^k (spec §6.7): higher is better
         estimates=tuple(EstimateInfo(f, f.replace("_", " "), unit=unit, direction=+1, gate=f, headline=True,
-                                     observed=observed)
-                        for f, unit, observed in (("success_rate", "share of sessions", "session"),
-                                                  ("pass_at_k", "probability", "task"),
-                                                  ("pass_pow_k", "probability", "task"))),
+                                     observed=observed, undefined=undefined)
+                        for f, unit, observed, undefined in (
+                            ("success_rate", "share of sessions", "session", None),
+                            ("pass_at_k", "probability", "task", _NO_TASK_OF_K),
+                            ("pass_pow_k", "probability", "task", _NO_TASK_OF_K))),
         parquet=(
             ParquetColumns("fair_forge_beam.schemas.agentic:AgenticInteraction",
                            ("task_id", "correctness_source", "correctness_score", "is_correct", "tool_correctness"),

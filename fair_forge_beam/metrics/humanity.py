@@ -375,7 +375,9 @@ HUMANITY_INFO = MetricInfo(
                      "§6.5), over the interactions whose reference answer has emotion words (n_with_reference); "
                      "1 = same emotional profile, −1 = opposite; n/a (null) where none has",
                      unit="Spearman rank correlation", value_range=(-1.0, 1.0), direction=+1, reference=(">=", 0.0),
-                     gate="mean_spearman", headline=True),
+                     gate="mean_spearman", headline=True,
+                     undefined="no interaction of the slice has a reference answer (ground_truth_assistant) with "
+                               "emotion words"),
         EstimateInfo("emotion_distribution.{key}", "share of {key} words",
                      "share of the answers' emotion words (NRC lexicon) that carry this emotion (spec §6.5)",
                      unit="share of emotion words", gate="emotion", key_name="emotion", keys=tuple(EMOTIONS)),

@@ -297,12 +297,14 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
         observed = _observed_units(name, heads)
         one_units: set = set()
         prior_only = False
+        no_value: set = set()  # headline columns shown "n/a" (no value), said under the table
         last_why = None
         for why, r in shown:
             if why is not None and why != last_why:
                 lines.append(f"  {why}:")
             last_why = why
             texts = [cell(name, h, dotted_get(r, h)) for h in heads]
+            no_value |= {h for h, t in zip(heads, texts) if t == "n/a"}
             one_units |= {observed[h] for h, t in zip(heads, texts) if t.endswith("(1 observation)")}
             one_obs = bool(one_units)
             one_ses |= any(t.endswith(f"({ONE_SESSION_NOTE.split(':', 1)[0]})") for t in texts)
@@ -329,6 +331,7 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
         if one_ses:
             lines.append(f"  ({ONE_SESSION_NOTE.split(':', 1)[0]}): the estimate rests on the evidence of one session of "
                          f"its slice: {ONE_SESSION_NOTE.split(': ', 1)[1]}, too small to judge (the report marks it so)")
+        lines.extend(_no_value_lines(name, [h for h in heads if h in no_value]))
         if prior_only:
             lines.append(f"  ({NO_OBSERVATION_NOTE.split(':', 1)[0]}): the estimate rests on "
                          f"{NO_OBSERVATION_NOTE.split(': ', 1)[1]} (n = 0), so its value would be its prior's: "
@@ -340,6 +343,20 @@ def summary_table(doc: dict, out: str, files: Sequence[str] = OUTPUT_FILES[:6], 
                          f"(load_results()), the whole records in {out}/slices/{name}/, the report's filterable table")
     lines.append("outputs: " + ", ".join(f"{out}/{n}" for n in files))
     return "\n".join(printable(ln) for ln in lines)
+
+
+def _no_value_lines(metric: str, heads: list) -> list:
+    """One line per reason the ``heads`` shown "n/a" have no value: the reason each estimate's info
+    declares (:attr:`~fair_forge_beam.schemas.metric_info.EstimateInfo.undefined`), columns sharing
+    a reason on one line."""
+    from fair_forge_beam.reports.estimates import estimate_info
+    from fair_forge_beam.schemas.metric_info import NO_VALUE
+
+    by_reason: dict = {}
+    for h in heads:
+        info, _ = estimate_info(metric, h)
+        by_reason.setdefault((info.undefined if info is not None else None) or NO_VALUE, []).append(h.rsplit(".", 1)[-1])
+    return [f"  n/a ({', '.join(hs)}): {why}" for why, hs in by_reason.items()]
 
 
 #: reasons of the records rejected at read named on the console (the others are counted)

@@ -106,6 +106,10 @@ def is_estimate(value) -> bool:
     return isinstance(value, dict) and {"mean", "ci_low", "ci_high"} <= value.keys()
 
 
+#: why an estimate has no value when its metric does not say (:attr:`EstimateInfo.undefined`)
+NO_VALUE = "no session of the slice had what it measures (n = 0)"
+
+
 @dataclass(frozen=True)
 class EstimateInfo:
     """One estimate of a slice record, or one keyed family of estimates.
@@ -136,6 +140,10 @@ class EstimateInfo:
         observed: what one observation of the estimate is (its ``n`` counts them): ``"session"``
             for most; agentic pass@k and pass^k: ``"task"`` (a task's k sessions are one
             observation). The console's and the gates' one-observation notes name it.
+        undefined: why a slice's estimate has no value ("n/a": ``mean`` None), in words, naming the
+            option that decides it where one does; ``None``: :data:`NO_VALUE` (nothing to measure).
+            The console says it under the metric's table (trial48 B9: ``pass_at_k n/a`` with no word
+            when no task had ``--agentic-k`` trials).
     """
 
     path: str
@@ -152,6 +160,7 @@ class EstimateInfo:
     counts: Optional[Counts] = None
     explained: bool = True
     observed: str = "session"
+    undefined: Optional[str] = None
 
     def __post_init__(self):
         if self.path.count(KEY) > 1:
