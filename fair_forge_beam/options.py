@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 __all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "BEAM_RANGES", "beam_value_problem", "Template", "Group", "GROUPS", "OPTIONS", "TABLE", "COMMANDS", "OneLineErrorParser", "stage_parser", "beam_option", "options_given", "given_twice", "SINGLE_VALUED_ACTIONS", "unrecognised_message", "toml_shown",
            "leftover_message", "option",
-           "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "python_bounds", "bound_problem", "BOUNDS_NOT_IN_PYTHON", "checked_pipeline_args", "config_keys", "template_metadata",
+           "groups_for", "add_arguments", "validate", "value", "constructor_kwargs", "python_bounds", "bound_problem", "BOUNDS_NOT_IN_PYTHON", "checked_pipeline_args", "beam_arguments_problem", "config_keys", "template_metadata",
            "TEMPLATE_EXCLUDED", "FROM_RANGE", "range_regex", "template_excluded_markdown", "KNOWN_DEFAULT_MISMATCHES", "SLICE_DIMENSIONS", "SEED", "CI_LEVEL", "MC_SAMPLES",
            "MAX_REPLY_BYTES", "MAX_PROMPT_CHARS"]
 
@@ -2121,15 +2121,21 @@ def beam_value_problem(args: Sequence[str]) -> Optional[str]:
 
 
 def checked_pipeline_args(args: Optional[Sequence[str]]) -> list[str]:
-    """``pipeline_args`` given to the Python API (``Humanity.run(R, pipeline_args=[...])``, ``Generator``, the
-    optimizers) as a list, checked as the command line checks Beam's values (:func:`beam_value_problem`).
+    """``pipeline_args`` given to the Python API (``Humanity.run(R, pipeline_args=[...])`` and every metric's
+    ``run``, ``Generator``, the optimizers, the optimizer's evaluation) as a list, refused where the command line
+    refuses the same Beam arguments: by the one check both call, :func:`beam_arguments_problem` (trial48b M1:
+    ``--save_main_session --no_save_main_session``, a worker count given twice, ``--template_location`` off
+    Dataflow, a Flink address that is no host:port, Dataflow without its project, ``--job_endpoint=no-live-flink-cluster``
+    passed here and ran, fetched a job-server jar from the network, or failed in Beam's many lines).
 
     Raises:
-        ValueError: one line naming the option (trial47 B4: ``--direct_num_workers=abc`` printed Beam's whole usage,
-            130 lines, and raised ``SystemExit(2)``, which ends a notebook's kernel); a secret-shaped value masked;
-            or naming the arguments no Beam option takes (``--no_such_flag=1``: Beam ignores it with a warning).
+        ValueError: ``pipeline_args: `` and the command line's own one line (trial47 B4: ``--direct_num_workers=abc``
+            printed Beam's whole usage, 130 lines, and raised ``SystemExit(2)``, which ends a notebook's kernel); a
+            secret-shaped value masked; arguments no Beam option takes (``--no_such_flag=1``: Beam ignores it with a
+            warning) named.
         TypeError: ``args`` is a string (not a list of them), or holds something else than strings.
     """
+    from fair_forge_beam.plain import shown_text
     from fair_forge_beam.urls import mask_line
 
     if isinstance(args, (str, bytes, bytearray)):  # trial47b: a str was split into its characters, ~20 warnings
@@ -2139,16 +2145,9 @@ def checked_pipeline_args(args: Optional[Sequence[str]]) -> list[str]:
     for i, a in enumerate(args):
         if not isinstance(a, str):
             raise TypeError(f"pipeline_args[{i}] must be a string, got a {type(a).__name__}")
-    problem = beam_value_problem(args)
+    problem = beam_arguments_problem(args)
     if problem:
-        raise ValueError(f"pipeline_args: Beam pipeline option {mask_line(problem)}")
-    unknown = unknown_beam_options(args)
-    if unknown:  # again with the PipelineOptions classes defined since the parser was made (a caller's own)
-        unknown = _beam_parser.__wrapped__().parse_known_args(list(args))[1]
-    if unknown:  # Beam would ignore them with a warning, as the command line refuses them (trial47b)
-        shown = ", ".join(mask_line(a.split("=", 1)[0]) for a in unknown[:3]) + (", ..." if len(unknown) > 3 else "")
-        raise ValueError(f"pipeline_args: {len(unknown)} argument{'s' if len(unknown) > 1 else ''} no Beam pipeline "
-                         f"option takes ({shown}): Beam would ignore {'them' if len(unknown) > 1 else 'it'}")
+        raise ValueError(f"pipeline_args: {mask_line(shown_text(problem))}")
     return args
 
 
@@ -2190,20 +2189,51 @@ def unknown_beam_options(args: Sequence[str]) -> list[str]:
     return list(rest)
 
 
-def reject_unknown_arguments(parser: argparse.ArgumentParser, beam_args: Sequence[str]) -> None:
-    """A usage error (``parser.error``, exit 2) for what ``parse_known_args`` left over that Beam
-    would ignore with a warning: a ``--flag`` of neither the job nor Beam (a
-    :class:`OneLineErrorParser` with ``passes_on=beam_option`` refused it first), or a value of no
-    option (a second pattern after ``--input``, a glob the shell expanded, ``--slices overall,
-    region``) — silently ignored, it would drop data; or a value of a Beam option that Beam refuses
-    or breaks on (:func:`beam_value_problem`). Every command-line entry point calls it."""
-    problem = beam_value_problem(beam_args)
+def beam_arguments_problem(beam_args: Sequence[str], parser: Optional[argparse.ArgumentParser] = None) -> Optional[str]:
+    """THE check of the arguments a run passes to Beam: why they would be refused (one line), or ``None``.
+    Every command line calls it (:func:`reject_unknown_arguments`), and so does every Python entry that takes
+    ``pipeline_args`` (:func:`checked_pipeline_args`), so that the two refuse the same arguments in the same
+    words (trial48b M1: the Python path had only :func:`beam_value_problem` and the unknown options). In order:
+
+    * an argument holding bytes the OS gave undecoded (:meth:`OneLineErrorParser.undecodable_argument`);
+    * one of Beam's single-valued options given twice, or two flags that set one value in opposite ways
+      (:func:`given_twice`: ``--save_main_session --no_save_main_session``);
+    * a value Beam refuses or breaks on, or this package refuses (:func:`beam_value_problem`);
+    * arguments no Beam option takes, which Beam would ignore with a warning (:func:`unknown_beam_options`;
+      a ``PipelineOptions`` class defined since the parser was made is asked too): worded by
+      :func:`leftover_message` for ``parser``'s command, or naming the arguments without one;
+    * options that would not make a pipeline (:func:`beam_options_problem`: the runner, Beam's own validation,
+      a cluster's address, ``--template_location`` off Dataflow, ``--job_endpoint=no-live-flink-cluster``).
+
+    No network, no credentials (a few ms)."""
+    args = list(beam_args)
+    problem = OneLineErrorParser.undecodable_argument(args) or given_twice(_beam_parser(), args)
     if problem:
-        parser.error(f"Beam pipeline option {problem}")
-    unknown = unknown_beam_options(beam_args)
-    if unknown:
-        parser.error(leftover_message(parser, unknown, beam=True))
-    problem = beam_options_problem(beam_args)
+        return problem
+    problem = beam_value_problem(args)
+    if problem:
+        return f"Beam pipeline option {problem}"
+    unknown = unknown_beam_options(args)
+    if unknown:  # again with the PipelineOptions classes defined since the parser was made (a caller's own)
+        unknown = _beam_parser.__wrapped__().parse_known_args(args)[1]
+    if unknown and parser is not None:
+        return leftover_message(parser, unknown, beam=True)
+    if unknown:  # Beam would ignore them with a warning, as the command line refuses them (trial47b)
+        shown = ", ".join(a.split("=", 1)[0] for a in unknown[:3]) + (", ..." if len(unknown) > 3 else "")
+        return (f"{len(unknown)} argument{'s' if len(unknown) > 1 else ''} no Beam pipeline option takes ({shown}): "
+                f"Beam would ignore {'them' if len(unknown) > 1 else 'it'}")
+    return beam_options_problem(args)
+
+
+def reject_unknown_arguments(parser: argparse.ArgumentParser, beam_args: Sequence[str]) -> None:
+    """A usage error (``parser.error``, exit 2) for the arguments ``parse_known_args`` left to Beam that it
+    would refuse, ignore or break on (:func:`beam_arguments_problem`, the check the Python API's
+    ``pipeline_args`` get too): a ``--flag`` of neither the job nor Beam (a :class:`OneLineErrorParser` with
+    ``passes_on=beam_option`` refused it first), or a value of no option (a second pattern after ``--input``, a
+    glob the shell expanded, ``--slices overall, region``) — silently ignored, it would drop data; a value of a
+    Beam option that Beam refuses or breaks on; options that make no pipeline. Every command-line entry point
+    calls it."""
+    problem = beam_arguments_problem(beam_args, parser)
     if problem:
         parser.error(problem)
 

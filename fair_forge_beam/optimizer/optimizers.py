@@ -118,6 +118,8 @@ def _fence(label: str, text: str) -> str:
 class _Base:
     def __init__(self, datasets: Sequence[Any], model, objective: str, seed_prompt: str, executor=None, evaluator=None,
                  workdir: Optional[str] = None, pipeline_args: Optional[Sequence[str]] = None):
+        # first: refused as the command line refuses them (options.beam_arguments_problem), before data are read
+        self.pipeline_args = checked_pipeline_args(pipeline_args)
         if not seed_prompt:
             raise ValueError("seed_prompt is required")
         self.model = model
@@ -131,7 +133,6 @@ class _Base:
         #: the pipelines' folder; None: each pipeline writes in a temporary folder of its own, removed when it ends
         #: (:func:`~fair_forge_beam.optimizer.evaluation.work_folder`; one made here was never removed, trial38b B10)
         self.workdir = workdir
-        self.pipeline_args = checked_pipeline_args(pipeline_args)  # as the command line checks Beam's values
         self._round = 0
         self.evaluations: list[dict] = []
 
