@@ -211,6 +211,20 @@ def audit_command(monkeypatch, capsys, caplog):
 
 
 @pytest.fixture
+def no_network(monkeypatch):
+    """Any connection attempt fails the test (the checks of Beam's options run with no network and no
+    credentials); no Cloud SDK region from the environment."""
+    import socket
+
+    def refuse(*a, **k):
+        raise AssertionError(f"a connection was attempted: {a}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.delenv("CLOUDSDK_COMPUTE_REGION", raising=False)
+
+
+@pytest.fixture
 def short_beam_backoff(monkeypatch):
     """Beam's waits around a failed batch of a ``RemoteModelHandler`` (the judge's, the guardian's,
     the assistant's), made short for this test: the back-off between the attempts of a batch

@@ -7,8 +7,6 @@ multi-line ValueError) and ``--job_endpoint=no-live-flink-cluster`` (5 s, then J
 command line refuses each in one line, exit 2, before anything runs. No network: a connection fails the test."""
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from fair_forge_beam.io.retriever import Retriever
@@ -38,16 +36,6 @@ CASES = {
 #: Beam does not ask gcloud for one, 0.5-1.4 s a call)
 TRIAL = ["two flags setting one value in opposite ways", "an option given twice", "a template location off Dataflow",
          "a Flink address that is no host:port", "Dataflow with a region only", "flink_cluster args found no cluster"]
-
-
-@pytest.fixture
-def no_network(monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError(f"a connection was attempted: {a}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.delenv("CLOUDSDK_COMPUTE_REGION", raising=False)
 
 
 @pytest.fixture
