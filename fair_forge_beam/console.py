@@ -36,7 +36,7 @@ import time
 from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
 
 __all__ = ["OutputFolderError", "OutputWriteError", "writing", "entry_point", "environment_failure", "runner_start_failure", "guarded", "interruption", "safe_streams", "say", "unfailing_streams", "start_undone_on_interrupt",
-           "uninterrupted", "note_stage", "forget_stage", "note_published", "note_cut", "cut_state", "expect_output", "command_output",
+           "uninterrupted", "note_stage", "forget_stage", "note_published", "note_cut", "CUT_COPYING", "cut_state", "expect_output", "command_output",
            "GRACE_SECONDS"]
 
 #: seconds the main thread has, after the first SIGINT / SIGTERM, to clean up and say its line before
@@ -60,7 +60,7 @@ class _Folders:
         self.published: list = []  # output folders published by this run
         self.in_place: list = []  # output folders a streaming run writes in place (no stage)
         self.expected: Optional[tuple] = None  # (output folder, existed) the command will write, before its stage
-        self.cut: dict = {}  # output folder -> the stage its copy-based publication is being completed from
+        self.cut: dict = {}  # output folder -> (the stage its copy-based publication is completed from, what is done)
 
 
 class _Interrupts:
@@ -113,32 +113,41 @@ def note_stage(stage: str, output: str, existed: Optional[bool] = None) -> None:
         folders.existed[output] = bool(existed)
 
 
-def note_cut(output: str, stage: Optional[str]) -> None:
+def note_cut(output: str, stage: Optional[str], state: Optional[str] = None) -> None:
     """A copy-based publication of ``stage`` (an object store's, :func:`~fair_forge_beam.reports.output_folder.publish_stage`)
-    has begun changing ``output``: from here until ``note_cut(output, None)`` (its ``_SUCCESS`` marker
+    has changed ``output``: from here until ``note_cut(output, None)`` (its ``_SUCCESS`` marker
     written) the folder is neither as it was nor complete, and ``stage`` is what completes it (the next
     run into ``output`` does), so an interrupt's watchdog no longer removes it and every line about
-    ``output`` says so (:func:`cut_state`; it said "untouched")."""
+    ``output`` says so (:func:`cut_state`; it said "untouched"). ``state``: what the publication has done to
+    the folder so far, as the line says it after ``the output folder <output>`` (``{stage}`` stands for the
+    stage); default: its earlier outputs removed and this run's partly copied. Called once the folder has
+    changed, never before (trial48b L2: a failed removal of the old marker, the folder still whole, was said
+    to be cut short)."""
     folders = _folders()
     with folders.lock:
         if stage is None:
             folders.cut.pop(output, None)
         else:
-            folders.cut[output] = stage
+            folders.cut[output] = (stage, state or CUT_COPYING)
     if stage is not None:
         forget_stage(stage)
+
+
+#: what a publication cut short while copying this run's outputs left (:func:`note_cut`'s default)
+CUT_COPYING = ("holds a publication cut short (its earlier outputs removed, this run's partly copied, no _SUCCESS "
+               "marker: readers see an unfinished folder); the next run into it completes this run's publication "
+               "from {stage}")
 
 
 def cut_state(output: Optional[str]) -> Optional[str]:
     """What a publication cut short left at ``output`` (:func:`note_cut`), or ``None``."""
     folders = _folders()
     with folders.lock:
-        stage = folders.cut.get(output) if output is not None else None
-    if stage is None:
+        cut = folders.cut.get(output) if output is not None else None
+    if cut is None:
         return None
-    return (f"the output folder {output} holds a publication cut short (its earlier outputs removed, this run's "
-            f"partly copied, no _SUCCESS marker: readers see an unfinished folder); the next run into it completes "
-            f"this run's publication from {stage}")
+    stage, state = cut
+    return f"the output folder {output} {state.format(stage=stage)}"
 
 
 def output_state(output: str, existed: bool) -> str:

@@ -401,6 +401,31 @@ def test_a_failed_run_into_an_object_store_folder_says_the_previous_run_is_untou
     assert store.snapshot("memstore://bucket/") == before
 
 
+def _publish_failing(store, capsys, out, hook: str, fail, before: bool = False) -> tuple:
+    """A run into ``out`` whose store calls ``fail`` from its ``hook`` (``"on_write"``, ``"on_delete"``) once the
+    stage is written (``before``: from the start, the stale stages' settling included): ``(exit code, the last
+    line on stderr, the run's stage)``."""
+    from fair_forge_beam import console
+
+    seen = {}
+
+    def run():
+        with staged_output(out) as stage:
+            seen["stage"] = stage
+            _stage_write(stage, "results.json")
+            _stage_write(stage, "results.parquet/part-00000-of-00001.parquet")
+            setattr(store, hook, fail)
+        return 0
+
+    if before:
+        setattr(store, hook, fail)
+    try:
+        code = console.guarded(run, "audit")
+    finally:
+        setattr(store, hook, None)
+    return code, capsys.readouterr().err.strip().splitlines()[-1], seen.get("stage")
+
+
 def test_a_publication_cut_short_by_the_machine_says_so_and_keeps_its_stage(store, capsys):
     """A full disk (quota) half-way through an object store's copy-based publication: the previous run's
     outputs were removed and this run's partly copied, yet the line said the folder was "untouched (as it was
@@ -420,20 +445,7 @@ def test_a_publication_cut_short_by_the_machine_says_so_and_keeps_its_stage(stor
             seen["kept for the watchdog"] = [s for s in console._STATE.stages if s.startswith(out)]
             raise OSError(errno.EDQUOT, "Disk quota exceeded", path)
 
-    def run():
-        with staged_output(out) as stage:
-            seen["stage"] = stage
-            _stage_write(stage, "results.json")
-            _stage_write(stage, "results.parquet/part-00000-of-00001.parquet")
-            store.on_write = quota_in_the_middle
-        return 0
-
-    try:
-        code = console.guarded(run, "audit")
-    finally:
-        store.on_write = None
-    line = capsys.readouterr().err.strip().splitlines()[-1]
-    stage = seen["stage"]
+    code, line, stage = _publish_failing(store, capsys, out, "on_write", quota_in_the_middle)
     assert code == 1
     assert "untouched" not in line and "nothing was published" not in line, line
     assert line.endswith(f"the output folder {out} holds a publication cut short (its earlier outputs removed, this "
@@ -443,12 +455,7 @@ def test_a_publication_cut_short_by_the_machine_says_so_and_keeps_its_stage(stor
     assert store.keys(f"{out}/_SUCCESS") == [] and store.keys(f"{stage}/_SUCCESS")
     # the next run's completion of it cut again (trial47b B3: its line said "nothing was published (the output
     # folder, if any, is as it was)"): the same words, the stage kept for the run after
-    store.on_write = quota_in_the_middle
-    try:
-        code = console.guarded(run, "audit")
-    finally:
-        store.on_write = None
-    line = capsys.readouterr().err.strip().splitlines()[-1]
+    code, line, _ = _publish_failing(store, capsys, out, "on_write", quota_in_the_middle, before=True)
     assert code == 1 and line.endswith(f"holds a publication cut short (its earlier outputs removed, this run's partly "
                                        f"copied, no _SUCCESS marker: readers see an unfinished folder); the next run "
                                        f"into it completes this run's publication from {stage}"), line
@@ -456,6 +463,69 @@ def test_a_publication_cut_short_by_the_machine_says_so_and_keeps_its_stage(stor
     assert clean_stale_stages(out) == [stage]  # as the line says: the next run completes it
     assert store.get(f"{out}/results.parquet/part-00000-of-00001.parquet") == b"new" and store.keys(f"{out}/_SUCCESS")
     assert console.cut_state(out) is None  # the completed publication is no longer cut short
+
+
+def _delete_failing_once(store, fails):
+    """A hook for ``store.on_delete``: the deletion of each path in ``fails`` fails once with EIO, ``fails[path]``
+    saying when: ``"before"`` (nothing deleted) or ``"after"`` (deleted, then the error)."""
+    import errno
+
+    done = set()
+
+    def eio_once(path):
+        if path in fails and path not in done:
+            done.add(path)
+            if fails[path] == "after":
+                store.drop(path)
+            raise OSError(errno.EIO, "Input/output error", path)
+
+    return eio_once
+
+
+def test_a_refused_removal_of_the_old_marker_says_the_earlier_run_is_whole(store, capsys):
+    """trial48b L2: the removal of the previous run's ``_SUCCESS``, a copy-based publication's first change, failed
+    (EIO) and the line said the folder "holds a publication cut short (its earlier outputs removed, this run's
+    partly copied ...); the next run into it completes this run's publication from <stage>", while the previous
+    marker and outputs were whole, and the next run removed that stage. What is said is now what was done: nothing
+    of the folder changed, nothing of this run published, the stage gone."""
+    from fair_forge_beam import console
+    from fair_forge_beam.reports.output_folder import clean_stale_stages
+
+    out = "memstore://bucket/audits/today"
+    _put_previous(store, out)
+    before = store.snapshot("memstore://bucket/")
+    eio = _delete_failing_once(store, {f"{out}/_SUCCESS": "before"})
+    code, line, stage = _publish_failing(store, capsys, out, "on_delete", eio)
+    assert code == 1 and "Input/output error" in line, line
+    assert line.endswith(f"nothing was published; the output folder {out} is untouched (as it was before the run)"), line
+    assert "cut short" not in line and console.cut_state(out) is None
+    assert store.snapshot("memstore://bucket/") == before and store.keys(stage) == []  # the stage removed
+    assert clean_stale_stages(out) == [] and store.snapshot("memstore://bucket/") == before
+
+
+@pytest.mark.parametrize("fails, said", [
+    ("_SUCCESS", "(its _SUCCESS marker removed, its earlier outputs not yet, nothing of this run's copied: readers "
+                 "see an unfinished folder)"),
+    ("results.json", "(some or all of its earlier outputs removed, nothing of this run's copied, no _SUCCESS marker: "
+                     "readers see an unfinished folder)"),
+])
+def test_a_publication_cut_short_says_what_it_had_done(fails, said, store, capsys):
+    """trial48b L2's class: each step of a copy-based publication that fails says what it had done to the folder
+    (the marker removed though its removal failed; the earlier outputs partly removed), not one wording for all,
+    and the next run completes the publication, as the line says."""
+    from fair_forge_beam import console
+    from fair_forge_beam.reports.output_folder import clean_stale_stages
+
+    out = "memstore://bucket/audits/today"
+    _put_previous(store, out)
+    eio = _delete_failing_once(store, {f"{out}/{fails}": "after"})
+    code, line, stage = _publish_failing(store, capsys, out, "on_delete", eio)
+    assert code == 1 and line.endswith(f"the output folder {out} holds a publication cut short {said}; the next run "
+                                       f"into it completes this run's publication from {stage}"), line
+    assert store.keys(f"{out}/_SUCCESS") == [] and store.keys(f"{stage}/_SUCCESS")
+    assert clean_stale_stages(out) == [stage]  # as the line says
+    assert store.get(f"{out}/results.json") == b"new" and store.keys(f"{out}/_SUCCESS") and store.keys(stage) == []
+    assert console.cut_state(out) is None
 
 
 def test_object_store_unfinished_stage_is_left_while_young(store, caplog):

@@ -594,8 +594,10 @@ def publish_stage(stage: str, out: str, owned: Iterable[str] = OWNED_OUTPUTS,
 
     Raises:
         OSError: the filesystem refused. Locally ``out`` then still holds the previous run; on an
-            object store a publication cut short is completed by the next run
-            (:func:`clean_stale_stages`).
+            object store too when the refusal came before the folder changed (the removal of its ``_SUCCESS``
+            marker failed, the marker still there), else a publication cut short is completed by the next run
+            (:func:`clean_stale_stages`), what the lines about ``out`` say, step by step
+            (:func:`~fair_forge_beam.console.cut_state`).
     """
     named = out  # as the run's lines name it (console.note_stage)
     out = _normalise(out)
@@ -689,6 +691,32 @@ def _carry_user_files(old: str, new: str, owned: tuple) -> None:
             _carry(entry.path, os.path.join(new, name))
 
 
+#: what a copy-based publication cut short has left of the folder, at each of its steps (:func:`_copy_publish`,
+#: :func:`fair_forge_beam.console.note_cut`; ``{stage}``: the stage): the line says what was done (trial48b L2: the
+#: marker's removal failed, the earlier run whole, and the line said its outputs were removed and this run's copied)
+_NEXT_RUN = "the next run into it completes this run's publication from {stage}"
+_CUT_UNMARKED = ("holds a publication cut short (its _SUCCESS marker removed, its earlier outputs not yet, nothing of "
+                 f"this run's copied: readers see an unfinished folder); {_NEXT_RUN}")
+_CUT_REMOVING = ("holds a publication cut short (some or all of its earlier outputs removed, nothing of this run's "
+                 f"copied, no _SUCCESS marker: readers see an unfinished folder); {_NEXT_RUN}")
+_CUT_COPIED = ("holds a publication cut short (its earlier outputs removed, this run's copied, no _SUCCESS marker: "
+               f"readers see an unfinished folder); {_NEXT_RUN}")
+_CUT_MARKER_LEFT = ("holds a publication cut short (its earlier outputs removed, this run's copied, its _SUCCESS "
+                    "marker perhaps written only in part); the next run into it completes this run's publication from "
+                    "{stage} if that marker is gone or whole, else removes that stage")
+_CUT_UNKNOWN = ("may hold a publication cut short (the store failed to remove its _SUCCESS marker and cannot tell "
+                "whether it is gone; its earlier outputs are as they were, nothing of this run's copied); "
+                f"{_NEXT_RUN} if the marker is gone, else removes that stage")
+
+
+def _still_there(fs, path: str) -> Optional[bool]:
+    """Whether object ``path`` exists, asked again after a failure; ``None``: the store cannot tell."""
+    try:
+        return bool(fs.exists(path))
+    except Exception:  # noqa: BLE001 - any store's error: unknown
+        return None
+
+
 def _copy_publish(stage: str, target: str, run_id: str, owned: tuple, named: str) -> None:
     from fair_forge_beam.console import note_cut
 
@@ -697,12 +725,21 @@ def _copy_publish(stage: str, target: str, run_id: str, owned: tuple, named: str
     if not _read_marker(stage):
         _write_marker(stage, run_id)  # the stage is complete: a run killed below is completed from it
     files = [p for p in _list_files(stage) if p != fs.join(stage, MARKER)]
-    # from here the folder is neither the previous run's nor this one's until its marker is written: a
-    # failure or a kill says so and keeps the stage, which the next run completes the publication from
-    note_cut(named, stage)
-    if fs.exists(fs.join(target, MARKER)):
-        fs.delete([fs.join(target, MARKER)])
+    # from the marker's removal on the folder is neither the previous run's nor this one's until the new marker is
+    # written: a failure or a kill says so, saying what was done (note_cut), and keeps the stage, which the next
+    # run completes the publication from; a failure before it leaves the previous run whole, and is said so
+    marker = fs.join(target, MARKER)
+    if fs.exists(marker):
+        try:
+            fs.delete([marker])
+        except Exception:
+            there = _still_there(fs, marker)
+            if there is not True:  # gone all the same, or unknown; still there: the folder is as it was
+                note_cut(named, stage, _CUT_UNMARKED if there is False else _CUT_UNKNOWN)
+            raise
+    note_cut(named, stage, _CUT_REMOVING)
     _remove_owned(target, [n for n in owned if n != MARKER])
+    note_cut(named, stage)  # the earlier outputs removed: this run's being copied
     dests = [fs.join(target, p[len(stage):].lstrip("/")) for p in files]
     if local:
         for src, dst in zip(files, dests):
@@ -712,7 +749,16 @@ def _copy_publish(stage: str, target: str, run_id: str, owned: tuple, named: str
             _link_or_copy(src, dst)
     elif files:
         fs.copy(files, dests)
-    _write_marker(target, run_id)
+    note_cut(named, stage, _CUT_COPIED)
+    try:
+        _write_marker(target, run_id)
+    except Exception:
+        with contextlib.suppress(Exception):  # a marker cut short (a full disk) would be taken for a run's (_settle)
+            if fs.exists(marker):
+                fs.delete([marker])
+        if _still_there(fs, marker) is not False:  # then the next run removes the stage: said as it is
+            note_cut(named, stage, _CUT_MARKER_LEFT)
+        raise
     note_cut(named, None)  # complete: what is left to do is the stage's removal
     fs.delete([fs.join(stage, MARKER)])  # first: a partly removed stage is never taken for a complete one
     _remove_tree(stage)
@@ -950,13 +996,17 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
 
 def _unpublished(stage: str, out: str) -> None:
     """A publication of ``stage`` failed (a full disk writing its marker, ``ulimit -f``): the stage goes
-    when ``out`` still holds the previous run — a local swap fails before its one exchange — or when the
-    stage has no whole marker, so that no later run takes it for a complete one and publishes it
-    (:func:`_settle`; a 0-byte ``_SUCCESS`` was left in the loop's stage on a full disk). A copy to an
-    object store cut short keeps its complete stage: the next run completes the publication from it."""
+    when ``out`` still holds the previous run — a local swap fails before its one exchange, a copy before it
+    changed the folder (the removal of its ``_SUCCESS`` marker failed, the marker still there: trial48b L2;
+    the next run would remove the stage) — or when the stage has no whole marker, so that no later run takes
+    it for a complete one and publishes it (:func:`_settle`; a 0-byte ``_SUCCESS`` was left in the loop's stage
+    on a full disk). A copy to an object store cut short (:func:`~fair_forge_beam.console.cut_state`) keeps its
+    complete stage: the next run completes the publication from it."""
+    from fair_forge_beam.console import cut_state
+
     target = _target(_normalise(out))
     with contextlib.suppress(Exception):
-        if _swaps(_normalise(stage), target) or not _read_marker(stage):
+        if _swaps(_normalise(stage), target) or not _read_marker(stage) or cut_state(out) is None:
             _remove_tree(stage)
 
 

@@ -14,7 +14,8 @@ in-memory ``FnApiRunner`` can read and write ``memstore://bucket/...``::
 
 Objects live in one class-level dict guarded by a lock (one process only: not for runners with
 worker processes). ``MemoryObjectStore.on_write`` (a callable of the path, or ``None``) is called
-before each object is stored: a test can raise from it to cut a publication short.
+before each object is stored, ``MemoryObjectStore.on_delete`` before each name given to ``delete`` is
+deleted: a test can raise from either to cut a publication short.
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ class MemoryObjectStore(FileSystem):
     _objects: dict[str, tuple[bytes, float]] = {}
     _lock = threading.Lock()
     on_write: Optional[Callable[[str], None]] = None
+    on_delete: Optional[Callable[[str], None]] = None
 
     # -------------------------------------------------------------- store helpers (tests)
     @classmethod
@@ -59,7 +61,7 @@ class MemoryObjectStore(FileSystem):
     def clear(cls) -> None:
         with cls._lock:
             cls._objects.clear()
-        cls.on_write = None
+        cls.on_write = cls.on_delete = None
 
     @classmethod
     def put(cls, path: str, data: bytes) -> None:
@@ -151,15 +153,23 @@ class MemoryObjectStore(FileSystem):
 
     def delete(self, paths) -> None:
         """Objects by name; a name that is no object deletes every object under ``name/`` (as a
-        folder delete does)."""
-        with self._lock:
-            for p in paths:
-                if p in self._objects:
-                    del self._objects[p]
-                    continue
-                prefix = p if p.endswith("/") else p + "/"
-                for k in [k for k in self._objects if k.startswith(prefix)]:
-                    del self._objects[k]
+        folder delete does). :attr:`on_delete` is called with each name first."""
+        hook = type(self).on_delete  # a function set on the class: not bound to the instance
+        for p in paths:
+            if hook is not None:
+                hook(p)
+            self.drop(p)
+
+    @classmethod
+    def drop(cls, p: str) -> None:
+        """Delete object ``p``, or every object under ``p/`` (``delete``'s work, without :attr:`on_delete`)."""
+        with cls._lock:
+            if p in cls._objects:
+                del cls._objects[p]
+                return
+            prefix = p if p.endswith("/") else p + "/"
+            for k in [k for k in cls._objects if k.startswith(prefix)]:
+                del cls._objects[k]
 
     def report_lineage(self, path, unused_lineage):
         pass
