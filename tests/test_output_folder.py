@@ -528,6 +528,28 @@ def test_a_publication_cut_short_says_what_it_had_done(fails, said, store, capsy
     assert console.cut_state(out) is None
 
 
+def test_a_publication_cut_at_its_marker_says_this_runs_outputs_are_copied(store, capsys):
+    """The last step of a copy-based publication, the new ``_SUCCESS``, refused: every output copied, no marker
+    (it said "this run's partly copied"); the next run completes it."""
+    import errno
+
+    from fair_forge_beam.reports.output_folder import clean_stale_stages
+
+    out = "memstore://bucket/audits/today"
+    _put_previous(store, out)
+
+    def no_marker(path):
+        if path == f"{out}/_SUCCESS":
+            raise OSError(errno.EIO, "Input/output error", path)
+
+    code, line, stage = _publish_failing(store, capsys, out, "on_write", no_marker)
+    assert code == 1 and line.endswith(f"holds a publication cut short (its earlier outputs removed, this run's "
+                                       f"copied, no _SUCCESS marker: readers see an unfinished folder); the next run "
+                                       f"into it completes this run's publication from {stage}"), line
+    assert store.get(f"{out}/results.parquet/part-00000-of-00001.parquet") == b"new"
+    assert clean_stale_stages(out) == [stage] and store.keys(f"{out}/_SUCCESS") and store.keys(stage) == []
+
+
 def test_object_store_unfinished_stage_is_left_while_young(store, caplog):
     from fair_forge_beam.reports.output_folder import STALE_STAGE_HOURS, clean_stale_stages
 
