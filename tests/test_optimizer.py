@@ -108,6 +108,8 @@ def test_gepa_failing_evaluator_is_dead_lettered_counted_and_the_run_continues(t
     # one example per evaluated prompt is lost: seed + 3 candidates = 4 dead letters
     assert res.n_dead == 4 and all(d["stage"] == "optimizer.evaluate" for d in res.dead_letters)
     assert all(d["element_id"] == "support-billing/billing-002" for d in res.dead_letters)
+    # the request's key as a reader can read it (trial48 B7: "judge:0\x1f0", a control character)
+    assert sorted(d["source"] for d in res.dead_letters) == [f"judge:candidate {c}, example 1" for c in (0, 0, 1, 2)]
     assert res.optimized_prompt == "BETTER prompt" and res.final_score == pytest.approx(0.9, abs=1e-15)
     assert len(res.history[0].failing_examples) == 7  # the dead example is neither scored 0 nor failing
 

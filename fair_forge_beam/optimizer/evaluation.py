@@ -18,6 +18,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -122,21 +123,33 @@ def evaluator_messages(objective: str, ex: Example, actual: str) -> tuple:
     return jq_messages(objective, ex.context, ex.query, ex.expected, actual)
 
 
-_SEP = "\x1f"
+def _request_key(candidate: int, example: int) -> str:
+    """A request's key, as dead letters and retry warnings show it (``judge:candidate 0, example 3``;
+    it was ``0\x1f3``, a control character in every message, trial48 B7)."""
+    return f"candidate {candidate}, example {example}"
+
+
+_REQUEST_KEY = re.compile(r"candidate (\d+), example (\d+)")
+
+
+def _key_parts(key: str) -> tuple[int, int]:
+    """``(candidate, example)`` of a :func:`_request_key`."""
+    m = _REQUEST_KEY.fullmatch(str(key))
+    return int(m.group(1)), int(m.group(2))
 
 
 def _exec_requests(ex: Example, prompts):
     from fair_forge_beam.components.judge.handler import judge_request
 
     for ci, p in enumerate(prompts):
-        yield judge_request(f"{ci}{_SEP}{ex.index}", executor_messages(p, ex), schema=None, sample_index=ex.occurrence,
+        yield judge_request(_request_key(ci, ex.index), executor_messages(p, ex), schema=None, sample_index=ex.occurrence,
                             element_id=ex.example_id)
 
 
 def _eval_request(res, examples, objective):
     from fair_forge_beam.components.judge.handler import judge_request
 
-    ex = examples[int(res.key.split(_SEP)[1])]  # examples: {index: Example}
+    ex = examples[_key_parts(res.key)[1]]  # examples: {index: Example}
     return judge_request(res.key, evaluator_messages(objective, ex, res.answer), schema=EvaluatorScore, sample_index=ex.occurrence,
                          element_id=ex.example_id)
 
@@ -167,7 +180,7 @@ def _summarise(kv, prompts, examples, threshold):
 
 
 def _candidate_of(key: str) -> int:
-    return int(str(key).split(_SEP)[0])
+    return _key_parts(key)[0]
 
 
 @contextlib.contextmanager
@@ -248,8 +261,8 @@ def _evaluate_prompts(asked, prompts, examples, executor, evaluator, objective, 
             ev_out.dead_letters | "RestageEval" >> beam.Map(restage("optimizer.evaluate", "")),
         ) | "FlattenDead" >> beam.Flatten()
         tagged = (
-            ex_out.results | "Answers" >> beam.Map(lambda r: (_candidate_of(r.key), ("answer", (int(r.key.split(_SEP)[1]), r.answer)))),
-            ev_out.results | "Scores" >> beam.Map(lambda r: (_candidate_of(r.key), ("score", (int(r.key.split(_SEP)[1]), float(r.parsed["score"]))))),
+            ex_out.results | "Answers" >> beam.Map(lambda r: (_candidate_of(r.key), ("answer", (_key_parts(r.key)[1], r.answer)))),
+            ev_out.results | "Scores" >> beam.Map(lambda r: (_candidate_of(r.key), ("score", (_key_parts(r.key)[1], float(r.parsed["score"]))))),
             dead | "DeadByCandidate" >> beam.Map(lambda d: (_candidate_of(d.source.split(":", 1)[1]) if d.source else -1, ("dead", None))),
         ) | "FlattenTagged" >> beam.Flatten()
         seeds = p | "Candidates" >> beam.Create([(ci, ("seed", None)) for ci in range(len(prompts))])
