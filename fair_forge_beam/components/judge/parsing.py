@@ -91,7 +91,13 @@ def split_reasoning(text: Optional[str]) -> tuple[str, str]:
         parts.append(m.group(1).strip())
         return " "
 
-    rest = _BLOCK_RE.sub(_take, text)
+    # blocks end at or before the last closing tag: past it ``.*?`` would find no end, and looking for one from
+    # every opening tag read the rest of the text again each time (trial48b H4: 67.8 s for 280 KB of <think>)
+    last_close = None
+    for last_close in _CLOSE_RE.finditer(text):
+        pass
+    cut = last_close.end() if last_close is not None else 0
+    rest = _BLOCK_RE.sub(_take, text[:cut]) + text[cut:]
     closes = list(_CLOSE_RE.finditer(rest))
     if closes:  # orphan closing tag(s): the text before the last one is reasoning
         last = closes[-1]
@@ -208,30 +214,57 @@ def _number_text(value: Any) -> str:
     return f"{'-' if sign else ''}{stripped}e{exp + len(text) - len(stripped)}"
 
 
-def _canonical(value: Any) -> str:
-    """One text per JSON value, at any depth: whatever its key order or spacing, numbers equal by
-    value (``1`` == ``1.0`` == ``1e0`` == ``10E-1``; ``true`` is not ``1``), flagged values
-    included. A value nested past the recursion limit gets a text of its own (equal to nothing)."""
-    try:
-        return _canon(value)
-    except RecursionError:
-        return f"<too deep {id(value)}>"
-
-
-def _canon(value: Any) -> str:
+def _scalar_text(value: Any) -> str:
     if value is None or isinstance(value, (bool, str)):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (int, float)):
         return _number_text(value)
-    if isinstance(value, dict):
-        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _canon(v) for k, v in sorted(value.items())) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_canon(v) for v in value) + "]"
     return repr(value)  # NaN / Infinity (_BadConstant)
 
 
+def _digest(tag: bytes, body: bytes) -> bytes:
+    return hashlib.blake2b(tag + body, digest_size=16, person=b"ffb-json-canon").digest()
+
+
+def _canonical_all(value: Any) -> dict[int, bytes]:
+    """The canonical form of ``value`` and of every object and array inside it, by ``id``: one 16-byte
+    BLAKE2b digest per JSON value, whatever its key order or spacing, numbers equal by value (``1`` ==
+    ``1.0`` == ``1e0`` == ``10E-1``; ``true`` is not ``1``), flagged values included. One post-order pass
+    over the value, each node's digest made of its children's (fixed width: no two values share a form
+    short of a BLAKE2b collision), so the forms of every nested value cost O(size), not O(size × depth)
+    (a 20 KB answer of arrays 900 deep took 13 s when each nested value's text was made anew), and no
+    recursion (any depth)."""
+    out: dict[int, bytes] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        v, children_done = stack.pop()
+        if not isinstance(v, (dict, list)):
+            continue
+        if not children_done:
+            stack.append((v, True))
+            stack.extend((c, False) for c in (v.values() if isinstance(v, dict) else v) if isinstance(c, (dict, list)))
+            continue
+
+        def form(c: Any) -> bytes:
+            return out[id(c)] if isinstance(c, (dict, list)) else _digest(b"s", _scalar_text(c).encode("utf-8", "surrogatepass"))
+
+        if isinstance(v, dict):
+            items = sorted(v.items())
+            out[id(v)] = _digest(b"o", b"".join(_digest(b"k", k.encode("utf-8", "surrogatepass")) + form(c) for k, c in items))
+        else:
+            out[id(v)] = _digest(b"a", b"".join(form(c) for c in v))
+    return out
+
+
+def _canonical(value: Any) -> bytes:
+    """One canonical form per JSON value (:func:`_canonical_all`)."""
+    if isinstance(value, (dict, list)):
+        return _canonical_all(value)[id(value)]
+    return _digest(b"s", _scalar_text(value).encode("utf-8", "surrogatepass"))
+
+
 def quoted_json(messages: Iterable[Sequence[str]] = ()) -> frozenset:
-    """The canonical text (:func:`_canonical`) of every JSON object and array written inside the
+    """The canonical form (:func:`_canonical`) of every JSON object and array written inside the
     data blocks of ``messages``, at any depth: what a judge's reply can only *quote*.
 
     A reply that repeats one of them repeats the judged text (an answer may carry a planted
@@ -240,12 +273,8 @@ def quoted_json(messages: Iterable[Sequence[str]] = ()) -> frozenset:
     out: set = set()
     for content in _contents(messages):
         for _lab, _n, inner in _data_blocks(content):
-            todo = list(_iter_json_values(inner))
-            while todo:
-                value = todo.pop()
-                if isinstance(value, (dict, list)):
-                    out.add(_canonical(value))
-                    todo.extend(value.values() if isinstance(value, dict) else value)
+            for value in _iter_json_values(inner, every_start=True):
+                out.update(_canonical_all(value).values())
     return frozenset(out)
 
 
@@ -277,12 +306,9 @@ def strip_echoes(answer: str, messages: Iterable[Sequence[str]] = (), extra: Ite
         out = out.replace(v, "\n\n")
     for lab, n in keys:
         begin, end = f"<<<BEGIN {lab} {n}>>>", f"<<<END {lab} {n}>>>"
-        while True:
-            i = out.find(begin)
-            if i == -1:
-                break
-            j = out.find(end, i + len(begin))
-            out = out[:i] + "\n\n" + ("" if j == -1 else out[j + len(end):])
+        # one pass: each begin marker to the next end marker after it, or to the end of the text (a copy of the
+        # text per removed block made the removal of k blocks read k times the text)
+        out = re.sub(re.escape(begin) + r".*?(?:" + re.escape(end) + r"|\Z)", "\n\n", out, flags=re.DOTALL)
         out = out.replace(end, "\n\n")  # an end marker whose begin was cut off
     return out
 
@@ -341,48 +367,158 @@ def _suspect(value: Any) -> Optional[str]:
     return None
 
 
-_FAILED_READ_PER_CHAR = 64  # characters failed decodes may read, per character of the text
-_TOO_DEEP = 8  # starts nested past the interpreter's recursion limit
+_FAILED_READ_PER_CHAR = 64  # characters failed decodes may read, per character of the text (quotations only)
+_TOO_DEEP = 8  # starts nested past the interpreter's recursion limit (quotations only)
+_START_RES = {"{[": re.compile(r"[{\[]"), "{": re.compile(r"\{")}
+# a bracket the decoder can read past (``{`` then a key or ``}``; ``[`` then a value or ``]``): where
+# ``every_start`` tries a decode (any other bracket fails at once, so a text of ``{`` is not a million tries)
+_VIABLE_RE = re.compile(r'\{(?=[ \t\n\r]*["}])|\[(?=[ \t\n\r]*[-"0-9tfnNI\[\]{])')
+# a JSON string (also one never closed: it runs to the end), or a run of opening or of closing brackets
+_SPAN_TOKEN_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[{\[]+|[}\]]+', re.DOTALL)
+
+
+def _span_end(text: str, i: int) -> int:
+    """Where the value that ``text[i]`` (``{`` or ``[``) opens ends, read as JSON reads it: the closing
+    bracket that brings the nesting back to zero, brackets inside JSON strings not counted (a string never
+    closed runs to the end); the end of ``text`` when it is never closed. One pass, linear in the span."""
+    depth = 0
+    for m in _SPAN_TOKEN_RE.finditer(text, i):
+        tok = m.group()
+        c = tok[0]
+        if c == '"':
+            continue
+        if c in "{[":
+            depth += len(tok)
+        elif len(tok) >= depth:
+            return m.start() + depth
+        else:
+            depth -= len(tok)
+    return len(text)
+
+
+class Broken(NamedTuple):
+    """A span of a text that begins a JSON object or array and does not decode."""
+
+    start: int
+    end: int
+    #: the decoder's (``json.JSONDecodeError``, its ``pos`` from ``start``; ``RecursionError``, ...); None: a
+    #: bracket no JSON follows, not decoded (:meth:`message` decodes it)
+    error: Optional[BaseException]
+
+    def message(self, text: str) -> str:
+        """The decoder's message, with the line and column of the whole ``text``."""
+        exc = self.error
+        if exc is None:
+            try:
+                _decode_at(_STRICT_DECODER, text, self.start)
+            except (ValueError, RecursionError) as found:
+                exc = found
+        if isinstance(exc, json.JSONDecodeError):
+            return str(json.JSONDecodeError(exc.msg, text, self.start + exc.pos))
+        return str(exc)
+
+
+_WINDOW = 64  # characters of the text a decode is first given (doubled while the cut may be why it fails)
+_CUT_MARGIN = 16  # a failure this close to a window's cut may be the cut's (a token cut short: "tru", "\\u12")
+
+
+def _decode_at(decoder: json.JSONDecoder, text: str, i: int) -> tuple[Any, int]:
+    """``decoder.raw_decode(text, i)``, reading no more of ``text`` than the value or its error needs.
+
+    A failed decode's ``json.JSONDecodeError`` counts the lines of all the text before the error (its
+    ``lineno`` / ``colno``), so a failure at ``i`` cost O(i): 200,000 ``{"a"}`` took minutes. The decoder is
+    given ``text[i:i + w]``, ``w`` = 64 doubled while the failure may be due to the cut (an unterminated string,
+    an error within 16 characters of the cut, a number running into it); a value's end and an error's position
+    are then those of the whole text (an error's ``pos`` is counted from ``i``: :meth:`Broken.message`)."""
+    n = len(text)
+    w = _WINDOW
+    while True:
+        stop = min(n, i + w)
+        chunk = text[i:stop]
+        try:
+            obj, end = decoder.raw_decode(chunk, 0)
+            return obj, i + end
+        except json.JSONDecodeError as exc:
+            if stop >= n or not (exc.pos >= len(chunk) - _CUT_MARGIN or exc.msg.startswith("Unterminated string")):
+                raise
+        except RecursionError:
+            raise  # the same nesting is in the whole text
+        except ValueError:  # a number over Python's digit limit: it may run on past the cut
+            if stop >= n or not text[stop - 1].isdigit():
+                raise
+        w *= 2
 
 
 def _iter_json_values(text: str, decoder: Optional[json.JSONDecoder] = None, starts: str = "{[",
-                      too_deep: Optional[list] = None) -> Iterator[Any]:
+                      too_deep: Optional[list] = None, broken: Optional[list] = None,
+                      every_start: bool = False) -> Iterator[Any]:
     """Every top-level JSON object or array of ``text``, left to right (strict decoder).
 
-    A decode is tried at each ``{`` / ``[`` outside the values found. Work is bounded for any
-    text: once the failed tries have read more than 64 characters per character of ``text`` (plus
-    10^6), or 8 tries nested past the recursion limit, the rest of the text is not read (such text
-    — ``[[[[…`` or ``{"a":{"a":…`` by the hundred thousand — is a bomb, never a verdict; without the
-    bound one 200,000-character answer took 21 s). ``too_deep``: a list that gets the index of each
-    start nested past the recursion limit (a reason names the depth, not "no JSON object", trial40 J6)."""
+    A decode is tried at each ``{`` / ``[`` outside the values found and outside the *broken spans*: a
+    bracket whose decode fails (``{"score": 0.1, "x" "y"}``, single-quoted keys, an object never closed,
+    a number over Python's digit limit, nesting past the recursion limit, ``{not json}``) begins a broken
+    span, which runs to its closing bracket (:func:`_span_end`; to the end of the text if never closed)
+    and is skipped whole: nothing written inside a value that does not decode is ever a value of the text
+    (trial48b H1, H2: the judge's broken object quoting a planted ``{"score": 1.0}`` had the planted one
+    read as the verdict). Prose with a closed bracket (``{placeholder}``, ``[see below]``) is a short
+    span: the text after it is read. ``broken``: a list that gets a :class:`Broken` for each broken span.
+    ``too_deep``: a list that gets the index of each start nested past the recursion limit (a reason names
+    the depth, not "no JSON object", trial40 J6). Every character is read a bounded number of times: a
+    value found or a broken span is read once by the decoder and once at most by :func:`_span_end`, and
+    the next start is searched from where the last one ended (trial48b H4: the scan for ``[`` ran over the
+    rest of the text at every ``{``, 8.5 s for 200,000 ``{``).
+
+    ``every_start`` (:func:`quoted_json`: every value an answer holds, broken spans' insides included): a
+    decode is tried at each bracket outside the values found; once the failed tries have read more than 64
+    characters per character of ``text`` (plus 10^6), or 8 tries nested past the recursion limit, the rest
+    of the text is not read (such text — ``[[[[…`` or ``{"a":{"a":…`` by the hundred thousand — is a bomb,
+    never a verdict; without the bound one 200,000-character answer took 21 s)."""
     decoder = decoder or _STRICT_DECODER
+    start_re = _VIABLE_RE if every_start and starts == "{[" else _START_RES.get(starts) or re.compile("[" + re.escape(starts) + "]")
     i = 0
-    n = len(text)
-    budget = _FAILED_READ_PER_CHAR * n + 1_000_000
+    budget = _FAILED_READ_PER_CHAR * len(text) + 1_000_000
     deep = 0
-    while i < n:
-        cands = [x for x in (text.find(c, i) for c in starts) if x != -1]
-        if not cands:
+    while True:
+        m = start_re.search(text, i)
+        if m is None:
             return
-        i = min(cands)
+        i = m.start()
+        if not every_start and not _VIABLE_RE.match(text, i):
+            # ``{`` with no key or ``}`` after it, ``[`` with no value or ``]``: the decoder fails at once (its
+            # message is made only when a reason needs it)
+            end = _span_end(text, i)
+            if broken is not None:
+                broken.append(Broken(i, end, None))
+            i = max(end, i + 1)
+            continue
         try:
-            obj, end = decoder.raw_decode(text, i)
-        except RecursionError:
+            obj, end = _decode_at(decoder, text, i)
+        except RecursionError as exc:
             if too_deep is not None:
                 too_deep.append(i)
-            deep += 1
-            if deep >= _TOO_DEEP:
-                return
-            i += 1
-            continue
+            if every_start:
+                deep += 1
+                if deep >= _TOO_DEEP:
+                    return
+                i += 1
+                continue
+            error: BaseException = exc
         except ValueError as exc:
-            budget -= max(getattr(exc, "pos", i + 1) - i, 1)
-            if budget < 0:
-                return
-            i += 1
+            if every_start:
+                budget -= max(getattr(exc, "pos", 1), 1)
+                if budget < 0:
+                    return
+                i += 1
+                continue
+            error = exc
+        else:
+            yield obj
+            i = end
             continue
-        yield obj
-        i = end
+        end = _span_end(text, i)
+        if broken is not None:
+            broken.append(Broken(i, end, error.with_traceback(None)))  # no frames kept alive (GC: 6 s for 160,000)
+        i = max(end, i + 1)
 
 
 def _field_names(schema: type[BaseModel]) -> frozenset:
@@ -411,7 +547,9 @@ def _whole_json(text: str) -> tuple[bool, Any]:
     """``(True, value)`` when ``text`` (stripped; a Markdown code fence around it allowed) is one
     JSON value and nothing else, else ``(False, None)``."""
     body = (text or "").strip()
-    m = _MD_FENCE_RE.match(body)
+    # only a body that ends in a fence can be one: the pattern then matches on its first try (when it cannot
+    # match, ``\s*`` gave back its spaces one by one, each try reading the rest: 72 s for "```" + 80,000 spaces)
+    m = _MD_FENCE_RE.match(body) if len(body) >= 6 and body.endswith("```") else None
     if m:
         body = m.group(1).strip()
     try:
@@ -488,7 +626,8 @@ def parse_verdict(
     canon: dict[str, bool] = {}  # each distinct verdict -> whether every copy of it is a quotation
     other = None  # the last JSON object of the reply's own with none of the schema's fields (another shape)
     too_deep: list = []  # starts of values nested past the decoder's depth (a reason of their own)
-    for value in _iter_json_values(text, too_deep=too_deep):
+    broken: list = []  # spans that begin a JSON object or array and do not decode: nothing inside them is read
+    for value in _iter_json_values(text, too_deep=too_deep, broken=broken):
         quote = bool(quotes) and isinstance(value, (dict, list)) and _canonical(value) in quotes
         if isinstance(value, list):
             if not quote and any(isinstance(x, dict) and fields & set(x) for x in value):
@@ -507,11 +646,13 @@ def parse_verdict(
         key = json.dumps(obj.model_dump(mode="json"), sort_keys=True)
         canon[key] = canon.get(key, True) and quote
     if not verdicts:
-        if other is not None:  # an object of another shape is there: what is wrong with it, not "none found"
-            return None, f"{words.mismatch}: {_validate_strict(other, schema)[1]}"
         if too_deep:  # a value is there, too deep to read: not "none found" (trial40 J6)
             return None, (f"{words.subject} holds JSON nested deeper than the JSON decoder goes (Python's recursion "
                           "limit); no object of it could be read")
+        if broken:  # the reply's own JSON does not decode: what the decoder says, not "none found" (trial48b H1, L3)
+            return None, _broken_reason(broken[0], text, words)
+        if other is not None:  # an object of another shape is there: what is wrong with it, not "none found"
+            return None, f"{words.mismatch}: {_validate_strict(other, schema)[1]}"
         return None, f"no JSON object found in {words.within}"
     if len(canon) > 1:
         own = [k for k, only_quoted in canon.items() if not only_quoted]
@@ -519,7 +660,32 @@ def parse_verdict(
             return None, (f"ambiguous answer: {len(canon)} different verdicts (the judge's own verdict cannot be told apart"
                           + (f"; {len(canon) - len(own)} of them repeat the judged text)" if len(own) < len(canon) else ")"))
         return next(v for v in reversed(verdicts) if json.dumps(v.model_dump(mode="json"), sort_keys=True) == own[0]), None
+    if broken and next(iter(canon.values())):
+        # the one verdict repeats the judged text and the reply's own JSON is broken: the planted verdict may
+        # stand where a quotation's stray quote or bracket closed the broken span early (a judge may agree
+        # with a planted verdict in a reply that reads as JSON, not in one that does not)
+        return None, _broken_reason(broken[0], text, words)
     return verdicts[-1], None
+
+
+_INT_DIGITS_RE = re.compile(r"limit \((\d+) digits\).*value has (\d+) digits")
+
+
+def _broken_reason(broken: Broken, text: str, words: ReplyWords) -> str:
+    """Why a reply whose JSON does not decode is not read: the decoder's message (where it stopped), or the
+    number too long for Python to read (trial48b L3: it was "no JSON object found", or a missing field of an
+    inner ``{}``)."""
+    exc = broken.error
+    if exc is None:
+        return f"malformed JSON in {words.within}: {broken.message(text)}"
+    if isinstance(exc, RecursionError):
+        return (f"{words.subject} holds JSON nested deeper than the JSON decoder goes (Python's recursion "
+                "limit); no object of it could be read")
+    m = _INT_DIGITS_RE.search(str(exc))
+    if m and not isinstance(exc, json.JSONDecodeError):
+        return (f"{words.subject} holds a JSON number of {int(m.group(2)):,} digits (Python reads integers of at most "
+                f"{int(m.group(1)):,} digits); the JSON object holding it could not be read")
+    return f"malformed JSON in {words.within}: {broken.message(text)}"
 
 
 def _short_validation_error(exc: ValidationError, limit: int = 5) -> str:
