@@ -29,7 +29,10 @@ which a judge answer becomes a score:
    of the judged text and is set aside, so a judge that quotes it beside its own verdict is
    scored by its own; still two different verdicts → ambiguous. Values are compared as JSON
    data: key order and spacing aside, numbers equal by value at any depth (``1`` == ``1.0`` ==
-   ``10E-1``), ``true`` never equal to ``1``, strings by their decoded text.
+   ``10E-1``), ``true`` never equal to ``1``, strings by their decoded text. A ``{`` / ``[`` whose JSON
+   does not decode begins a broken span (:func:`_iter_json_values`): nothing inside it is a candidate,
+   a reply with no verdict and a broken span gets the decoder's message as its reason, and a lone
+   verdict that repeats the judged text is read only from a reply whose JSON decodes.
 5. Validation is pydantic's strict mode (``true`` is not a number, ``"0_8"`` is not a number),
    over JSON in which repeated keys and ``NaN`` / ``Infinity`` are errors.
 """
