@@ -10,8 +10,8 @@ Markdown fences by backtracking: 200,000 ``{`` took 8.5 s, a 4 MB reply about an
 """
 from __future__ import annotations
 
+import functools
 import gc
-import json
 import math
 import re
 import time
@@ -186,7 +186,19 @@ SCANS = {
     "is_whole_json of a fence of spaces": (lambda n: is_whole_json("```" + " " * n + "x"), 3_000),  # (15.3)
     "strip_echoes of echoed blocks": (
         lambda n: strip_echoes(_ECHO * n, _ECHO_MESSAGES), 2_000),
+    "a Granite guardian's reply of <score>": (lambda n: _granite_label("<score> no </score>" + "<score>" * (n // 7)), 35_000),
 }
+
+
+@functools.lru_cache(maxsize=1)
+def _granite():
+    from fair_forge_beam.components.guardian import GraniteGuardian
+
+    return GraniteGuardian("granite", None, cache_path=None)
+
+
+def _granite_label(reply: str) -> bool:
+    return _granite().label(reply)
 _ECHO_MESSAGES = context_messages("ctx", "q", "Bread.", None)
 _ECHO = re.search(r"<<<BEGIN (\S+) (\S+)>>>\n.*?\n<<<END \1 \2>>>", _ECHO_MESSAGES[1][1], re.DOTALL).group() + " x "
 

@@ -514,6 +514,17 @@ def _first_word(text: str) -> str:
 
 
 _SCORE_RE = re.compile(r"<score>(.*?)</score>", re.DOTALL | re.IGNORECASE)
+_SCORE_END_RE = re.compile(r"</score>", re.IGNORECASE)
+
+
+def _score_tags(text: str) -> list:
+    """The content of every ``<score>…</score>`` tag of ``text``, in time linear in its length: tags end at or
+    before the last ``</score>`` (past it ``.*?`` finds no end, and looking for one from every ``<score>`` read
+    the rest of the text each time: 140 KB of ``<score>`` took 11.8 s, 560 KB 385 s, trial48b's class H4)."""
+    last = None
+    for last in _SCORE_END_RE.finditer(text):
+        pass
+    return _SCORE_RE.findall(text, 0, last.end()) if last is not None else []
 
 
 class LlamaGuard(LLMGuardian):
@@ -587,7 +598,7 @@ class GraniteGuardian(LLMGuardian):
         """Every ``<score>`` tag must hold the same label (two different ones are ambiguous:
         ``GuardianParseError``); without tags, the first non-blank line starts with ``Yes`` or
         ``No``. Tags inside echoed data fences were cut out by the judge handler before."""
-        tags = _SCORE_RE.findall(answer_text)
+        tags = _score_tags(answer_text)
         found = {_first_word(t) for t in tags} if tags else {_first_word(_first_line(answer_text))}
         if len(found) > 1:
             raise GuardianParseError(f"ambiguous answer: {len(tags)} <score> tags with different labels ({quoted(answer_text[:200])})")

@@ -117,9 +117,9 @@ def split_reasoning(text: Optional[str]) -> tuple[str, str]:
 def iter_json_objects(text: str) -> Iterator[dict]:
     """Yield every top-level JSON object (``dict``) embedded in ``text``, left to right.
 
-    A candidate starts at each ``{`` not inside an object already yielded; text that does not
-    decode there is skipped. Arrays and scalars are not yielded. Work is bounded as in
-    :func:`_iter_json_values` (the standard, non-strict decoder).
+    A candidate starts at each ``{`` not inside an object already yielded; a ``{`` whose text does not
+    decode begins a broken span, skipped whole (nothing inside it is yielded). Arrays and scalars are not
+    yielded. Time is linear in ``text`` as in :func:`_iter_json_values` (the standard, non-strict decoder).
     """
     for value in _iter_json_values(text, _DECODER, "{"):
         if isinstance(value, dict):
