@@ -20,11 +20,12 @@ import sys
 from typing import Any, Optional, Sequence
 
 from fair_forge_beam.io.edge import read_side_text
+from fair_forge_beam.reports.empty_run import EmptyRun
 
 log = logging.getLogger("fair_forge_beam.loop")
 
 __all__ = ["GENERATE_FILES", "RUN_FILES", "run_generate", "run_assistant", "build_assistant_handler", "corpus_source",
-           "run_stage"]
+           "run_stage", "EmptyStage"]
 
 GENERATE_FILES = ("dataset.jsonl", "dataset.parquet", "dead_letter.jsonl", "generation_summary.json")
 RUN_FILES = ("dataset.jsonl", "session_summaries.jsonl", "dead_letter.jsonl", "run_summary.json")
@@ -170,7 +171,28 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
         if warning:
             log.warning("%s", warning)
         doc["dead_letter_reasons"] = dead_letter_reasons(out)
+        _stop_if_empty("generate", doc, out, args.output)
         return doc
+
+
+class EmptyStage(EmptyRun):
+    """A stage command's empty run (:func:`stage_empty_reason`), raised inside its stage: the previous
+    outputs stay whole and the stage is kept unpublished (``kept_stage``) for its dead letters to be read
+    (:func:`~fair_forge_beam.reports.output_folder.staged_output`). ``doc``: the run's summary, printed
+    all the same; ``output``: the ``--output`` left as it was. Raised without a line: the command
+    (:func:`stage_main`) or the loop says it."""
+
+    def __init__(self, reason: str, doc: dict, kept_stage: str, output: str):
+        super().__init__(reason, kept_stage)
+        self.doc, self.output = doc, output
+
+
+def _stop_if_empty(command: str, doc: dict, stage: str, output: str) -> None:
+    """Raise :class:`EmptyStage` when the stage ``command`` wrote into ``stage`` is empty: never published
+    over the last good run (trial48 B1: an empty generate left the folder's dataset.jsonl 0 lines)."""
+    reason = stage_empty_reason(command, doc)
+    if reason is not None:
+        raise EmptyStage(reason, doc, stage, output)
 
 
 def dead_letter_reasons(out: str, top: int = 3, most_lines: int = 100_000) -> dict:
@@ -267,6 +289,7 @@ def run_assistant(args: Any, beam_args: Sequence[str], inputs: Optional[Sequence
                 doc["counters"] = assistant_counters(p.result)
             except Exception:  # noqa: BLE001 - a runner without metrics
                 pass
+        _stop_if_empty("run", doc, out, args.output)
         return doc
 
 
@@ -314,20 +337,25 @@ def stage_empty_reason(command: str, doc: dict) -> Optional[str]:
 
 def stage_main(run, command: str, argv: Optional[Sequence[str]] = None) -> int:
     """A stage command's ``main``: logging, ``run(argv)``, its summary printed as JSON on stdout;
-    exit code 0, or the empty-run code with one line on stderr (:func:`stage_empty_reason`)."""
+    exit code 0, or for an empty run (:class:`EmptyStage`) the empty-run code with one line on stderr
+    naming the reason, ``--output`` left as it was and the kept stage where the run's outputs are read::
+
+        generate: empty run: no interaction was generated (…); OUT is left as it was; this run's outputs (its
+        dead letters) are kept unpublished in OUT.staging-… until the next run into OUT (exit code 4)"""
     from fair_forge_beam.progress import cli_logging
-    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE
-    from fair_forge_beam.reports.summary import printable
+    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE, fail_empty_run
 
     cli_logging()
-    doc = run(argv)
+    try:
+        doc = run(argv)
+    except EmptyStage as empty:
+        say(json.dumps(empty.doc, indent=2, sort_keys=True))
+        try:
+            fail_empty_run(empty.reason, empty.output, prog=command, allow_empty=False, stage=empty.kept_stage)
+        except EmptyRun:
+            return EMPTY_RUN_EXIT_CODE
     say(json.dumps(doc, indent=2, sort_keys=True))
-    reason = stage_empty_reason(command, doc)
-    if reason is None:
-        return 0
-    say(f"{command}: empty run: {printable(reason)}; the outputs are written (exit code {EMPTY_RUN_EXIT_CODE})",
-          file=sys.stderr)
-    return EMPTY_RUN_EXIT_CODE
+    return 0
 
 
 def run_stage(parser, argv: Optional[Sequence[str]], command: str, job) -> dict:

@@ -1200,7 +1200,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         reason = empty_run_reason(doc, coverage_gated=any(g.kind == "coverage" for g in gates or ()),
                                   inputs="the runs rolled up")
         if reason and not getattr(args, "allow_empty", False):  # as the audit's: nothing published, exit code 4
-            fail_empty_run(reason, shown, prog="fair-forge-beam rollup")
+            fail_empty_run(reason, shown, prog="fair-forge-beam rollup", stage=out)  # kept, unpublished, to be read
         from fair_forge_beam.options import OPTIONS
 
         info = {"runner": str(pipeline_options(beam_args).get_all_options().get("runner")),

@@ -327,7 +327,7 @@ def _run_windowed_into(folder: str, shown: str, args, options, source, spec, met
 
         reason = windowed_empty_run_reason(doc, metrics)
         if reason:
-            fail_empty_run(reason, shown)
+            fail_empty_run(reason, shown, stage=folder)  # the stage kept, unpublished, for its dead letters to be read
     from fair_forge_beam.io.secrets import scrub_known
 
     with FileSystems.create(f"{folder}/windowed_results.json") as f:  # values masked, never keys

@@ -412,7 +412,7 @@ def _run_staged(args, argv, build, options, runner, stage: str, out: str, baseli
     doc = read_results(stage)  # the small results.json only: no record is read back here
     reason = empty_run_reason(doc, coverage_gated=any(g.kind == "coverage" for g in gates or ()))
     if reason and not args.allow_empty:
-        fail_empty_run(reason, out)
+        fail_empty_run(reason, out, stage=stage)  # the stage kept, unpublished, for its dead letters to be read
     info = write_run_info(stage, info)
     from fair_forge_beam.rollup import seal_more
 

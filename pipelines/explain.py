@@ -139,7 +139,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      if isinstance(ln, ReadError) or ln.strip()]
     except OSError as exc:
         parser.error(side_file_error("--input", args.input, exc))
-    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE, fail_empty_run
+    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE, EmptyRun, fail_empty_run
 
     if not lines:  # told before the model is loaded: an input with no item is an empty run (exit 4), as the stages'
         fail_empty_run(f"no input record ({args.input} holds no item)", args.output, prog="explain", allow_empty=False)
@@ -151,39 +151,40 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     loader = functools.partial(load_hf, args.model, args.seed)
     # written into a stage beside --output and swapped into place only when every file is (as the audit's):
     # a killed or failing run leaves the previous folder whole (its shards were overwritten in place)
-    with staged_output(args.output, owned=EXPLAIN_OUTPUTS + (MARKER,)) as stage:
-        with run_pipeline(pipeline_options(beam_args)) as p:
-            parsed = p | "Lines" >> beam.Create(lines) | "Parse" >> beam.FlatMap(parse).with_outputs("bad", main="items")
-            out = parsed.items | "Explain" >> ExplainAttributions(loader, args.method, args.granularity, args.seed, args.max_length)
-            write_jsonl(out["results"], os.path.join(stage, "attributions"), "Results")
-            write_jsonl((out["dead_letter"], parsed.bad) | "Dead" >> beam.Flatten(), os.path.join(stage, "dead_letter"),
-                        "DeadLetters")
-        if not args.no_report:
-            from fair_forge_beam.reports.tool_reports import write_explain_report
+    try:
+        with staged_output(args.output, owned=EXPLAIN_OUTPUTS + (MARKER,)) as stage:
+            with run_pipeline(pipeline_options(beam_args)) as p:
+                parsed = p | "Lines" >> beam.Create(lines) | "Parse" >> beam.FlatMap(parse).with_outputs("bad", main="items")
+                out = parsed.items | "Explain" >> ExplainAttributions(loader, args.method, args.granularity, args.seed, args.max_length)
+                write_jsonl(out["results"], os.path.join(stage, "attributions"), "Results")
+                write_jsonl((out["dead_letter"], parsed.bad) | "Dead" >> beam.Flatten(), os.path.join(stage, "dead_letter"),
+                            "DeadLetters")
+            n_done = len(read_jsonl_shards(os.path.join(stage, "attributions")))
+            from fair_forge_beam.reasons import add_reason, shown_reasons
+            from fair_forge_beam.reports.summary import printable
 
-            write_explain_report(stage, read_jsonl_shards(os.path.join(stage, "attributions")),
-                                 read_jsonl_shards(os.path.join(stage, "dead_letter")),
-                                 {"model": args.model, "method (default)": args.method, "granularity (default)": args.granularity,
-                                  "seed": args.seed, "max length": args.max_length})
-    n_done = len(read_jsonl_shards(os.path.join(args.output, "attributions")))
-    from fair_forge_beam.reasons import add_reason, shown_reasons
-    from fair_forge_beam.reports.summary import printable
+            # the audit's way: the dead letters counted beside the explained items, with their most common
+            # reason (trial35 T6: "1 item(s) explained" was the whole output when 2 of 3 items were dead letters)
+            dead, groups = read_jsonl_shards(os.path.join(stage, "dead_letter")), {}
+            for d in dead:
+                add_reason(groups, "", str(d.get("reason")))
+            ranked = sorted(((r, n) for (_, r), n in shown_reasons(groups).items()), key=lambda rn: (-rn[1], rn[0]))
+            top = f"; most common: {printable(ranked[0][0])} ({ranked[0][1]:,})" if ranked else ""
+            letters = f"{len(dead):,} dead letter{'' if len(dead) == 1 else 's'}"
+            if not n_done:  # an empty run: --output keeps the last good run, the stage is kept to be read (trial48 B1)
+                fail_empty_run(f"no item was explained ({letters}{top})", args.output, prog="explain", allow_empty=False,
+                               stage=stage)
+            if not args.no_report:
+                from fair_forge_beam.reports.tool_reports import write_explain_report
 
-    # the audit's way: the dead letters counted beside the explained items, with their most common
-    # reason (trial35 T6: "1 item(s) explained" was the whole output when 2 of 3 items were dead letters)
-    dead, groups = read_jsonl_shards(os.path.join(args.output, "dead_letter")), {}
-    for d in dead:
-        add_reason(groups, "", str(d.get("reason")))
-    ranked = sorted(((r, n) for (_, r), n in shown_reasons(groups).items()), key=lambda rn: (-rn[1], rn[0]))
-    top = f"; most common: {printable(ranked[0][0])} ({ranked[0][1]:,})" if ranked else ""
-    letters = f"{len(dead):,} dead letter{'' if len(dead) == 1 else 's'}"
-    if n_done:
-        say(f"attributions written to {args.output}: {n_done:,} item(s) explained, {letters}"
-            + (f" (every one in {os.path.join(args.output, 'dead_letter')}-*.jsonl{top})" if dead else ""))
-        return 0
-    say(f"explain: empty run: no item was explained ({letters}{top}); "
-        f"the outputs are written (exit code {EMPTY_RUN_EXIT_CODE})", file=sys.stderr)
-    return EMPTY_RUN_EXIT_CODE
+                write_explain_report(stage, read_jsonl_shards(os.path.join(stage, "attributions")), dead,
+                                     {"model": args.model, "method (default)": args.method, "granularity (default)": args.granularity,
+                                      "seed": args.seed, "max length": args.max_length})
+    except EmptyRun:  # its line said, the stage kept: main's exit code, as before
+        return EMPTY_RUN_EXIT_CODE
+    say(f"attributions written to {args.output}: {n_done:,} item(s) explained, {letters}"
+        + (f" (every one in {os.path.join(args.output, 'dead_letter')}-*.jsonl{top})" if dead else ""))
+    return 0
 
 
 if __name__ == "__main__":

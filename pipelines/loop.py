@@ -51,23 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
 SHARED_WITH_AUDIT = ("seed", "metrics", "judge_base_url", "judge_model", "endpoint_down_after")
 
 
-#: the folder each stage of the loop writes under the loop's --output
-STAGE_FOLDERS = {"generate": "generated", "run": "run"}
+def stop_empty(empty, what: str, root: str, prog: str) -> None:
+    """A stage (``generate``, ``run``) that gave the next one nothing to work on
+    (:class:`~fair_forge_beam.loop_jobs.EmptyStage`, :func:`~fair_forge_beam.loop_jobs.stage_empty_reason`):
+    stop with that stage's own empty-run reason, the loop named, exit 4: the audit would go on and only
+    say "no input record" (trial38 T3: every assistant call failed). The stage's folder keeps its last
+    good run; its dead letters are pointed at in the stage kept beside it (trial48 B1: an empty stage
+    replaced the last good one)."""
+    from fair_forge_beam.reports.empty_run import fail_empty_run
 
-
-def stop_if_empty(command: str, doc: dict, what: str, root: str, prog: str) -> None:
-    """After a stage (``"generate"``, ``"run"``) that gave the next one nothing to work on, stop
-    with that stage's own empty-run reason (:func:`~fair_forge_beam.loop_jobs.stage_empty_reason`),
-    the loop named and the stage's dead letters pointed at, exit 4: the audit would go on and only
-    say "no input record" (trial38 T3: every assistant call failed)."""
-    from fair_forge_beam.loop_jobs import stage_empty_reason
-
-    empty = stage_empty_reason(command, doc)
-    if empty:
-        from fair_forge_beam.reports.empty_run import fail_empty_run
-
-        fail_empty_run(f"{what}: {empty} (see {os.path.join(root, STAGE_FOLDERS[command], 'dead_letter.jsonl')})",
-                       os.path.join(root, "audit"), prog=prog, allow_empty=False)
+    left = "is left as it was" if os.path.exists(empty.output) else "was not created"
+    fail_empty_run(f"{what}: {empty.reason} (see {os.path.join(empty.kept_stage, 'dead_letter.jsonl')}: the stage's run, "
+                   f"kept unpublished until the next run into {empty.output}, which {left})",
+                   os.path.join(root, "audit"), prog=prog, allow_empty=False)
 
 
 def run(argv: Optional[Sequence[str]] = None) -> dict:
@@ -146,7 +142,7 @@ def _removed_if_left_empty(root: str):
 
 def _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, config_gates, argv) -> dict:
     """The loop's three stages (generate, run, audit) into ``root``, then its ``loop_summary.json``."""
-    from fair_forge_beam.loop_jobs import build_assistant_handler, run_assistant, run_generate
+    from fair_forge_beam.loop_jobs import EmptyStage, build_assistant_handler, run_assistant, run_generate
     from fair_forge_beam.options import validate
     from fair_forge_beam.reports.output_folder import check_no_other_run
     from pipelines import audit
@@ -161,11 +157,15 @@ def _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, c
         check_no_other_run(root, "loop")  # another command's run there: the two runs' files would mix (trial37b B7)
         # the generator defaults to the audit's judge: its endpoint, model and API-key variable
         stage_args = {**vars(audit_args), **vars(args)}
-        gen = run_generate(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "generated")}), stage_beam_args)
-        stop_if_empty("generate", gen, "the generator made no question", root, parser.prog)
-        ran = run_assistant(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "run")}), stage_beam_args,
-                            inputs=[os.path.join(root, "generated", "dataset.jsonl")])
-        stop_if_empty("run", ran, "the assistant answered no question", root, parser.prog)
+        try:
+            gen = run_generate(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "generated")}), stage_beam_args)
+        except EmptyStage as empty:
+            stop_empty(empty, "the generator made no question", root, parser.prog)
+        try:
+            ran = run_assistant(argparse.Namespace(**{**stage_args, "output": os.path.join(root, "run")}), stage_beam_args,
+                                inputs=[os.path.join(root, "generated", "dataset.jsonl")])
+        except EmptyStage as empty:
+            stop_empty(empty, "the assistant answered no question", root, parser.prog)
     except (ValueError, FileNotFoundError) as exc:
         parser.error(str(exc))
     from fair_forge_beam.options import OPTIONS

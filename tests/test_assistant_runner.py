@@ -274,7 +274,10 @@ def test_a_run_whose_every_turn_failed_exits_as_an_empty_run(dataset, tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EMPTY_RUN_EXIT_CODE
     assert err[-1].startswith("run: empty run: no turn was answered (5 turn(s), 5 request(s) sent, 5 failed")
-    assert (tmp_path / "out" / "run_summary.json").exists()  # written: the failures can be read
+    assert not (tmp_path / "out").exists()  # nothing published (trial48 B1); the failures are read in the kept stage
+    (stage,) = [p for p in tmp_path.iterdir() if p.name.startswith("out.staging-")]
+    assert f"kept unpublished in {stage} until the next run into {tmp_path / 'out'}" in err[-1]
+    assert (stage / "run_summary.json").exists() and (stage / "dead_letter.jsonl").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("path", [".", "a..b", "a.", ".a", " "])

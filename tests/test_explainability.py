@@ -238,7 +238,12 @@ def test_explain_whose_every_item_is_a_dead_letter_exits_4_with_our_reasons(tmp_
     inp.write_text('{"id": "a", "prompt": "\\u200b", "target": "yes"}\n{"id": "b", "prompt": "hello", "target": "\\u00a0\\u2060"}\n'
                    '{"id": "c", "prompt": "\\u0301\\u0301", "target": "no"}\nnot json\n', encoding="utf-8")
     assert explain.main(["--input", str(inp), "--output", str(out), "--model", "tiny-random", "--no-report"]) == 4
-    assert "explain: empty run: no item was explained (4 dead letters; most common: " in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "explain: empty run: no item was explained (4 dead letters; most common: " in err
+    # nothing published (trial48 B1): the dead letters are read in the stage the line names
+    (stage,) = [p for p in tmp_path.iterdir() if p.name.startswith("o.staging-")]
+    assert not out.exists() and f"kept unpublished in {stage} until the next run into {out} (exit code 4)" in err
+    out = stage
     reasons = {d.get("element_id"): d["reason"] for d in read_jsonl_shards(str(out / "dead_letter"))}
     assert reasons["a"].startswith("blank prompt: ") and reasons["b"].startswith("blank target: ")
     assert reasons["c"] == "blank prompt: the prompt holds only combining marks (no character for them to sit on)"

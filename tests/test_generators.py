@@ -413,8 +413,9 @@ def test_a_generators_reply_of_another_shape_is_named_as_its_reply_missing_field
     with ScriptedOpenAIServer(lambda req: {"score": 0.9, "reasoning": "fine"}) as srv:
         generate.main([*args, "--generator-base-url", srv.base_url, "--generator-cache", str(tmp_path / "c.sqlite3"),
                        "--output", str(tmp_path / "out")])
-    capsys.readouterr()
-    dead = [json.loads(line) for line in (tmp_path / "out" / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert f"kept unpublished in {tmp_path / 'out.staging-'}" in capsys.readouterr().err  # an empty run (trial48 B1)
+    (stage,) = [p for p in tmp_path.iterdir() if p.name.startswith("out.staging-")]
+    dead = [json.loads(line) for line in (stage / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(dead) == 1 and dead[0]["stage"] == "generator" and dead[0]["source"].startswith("generator:"), dead
     assert dead[0]["reason"].startswith("invalid answer after 2 attempt(s): the generator's reply: queries: is required "
                                         "but missing; chunk_summary: is required but missing; score: is not a field"), dead[0]["reason"]

@@ -267,11 +267,14 @@ def test_a_loop_whose_assistant_answered_nothing_stops_after_its_run_stage(tmp_p
                       "--assistant-model", "bot", "--assistant-retries", "0", "--metrics", "humanity",
                       "--output", str(out)])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    dead = (out / "run" / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()
+    # run/ is not published (trial48 B1): its stage is kept beside it and named
+    (stage,) = [p for p in out.iterdir() if p.name.startswith("run.staging-")]
+    assert not (out / "run").exists()
+    dead = (stage / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()
     assert dead and all(json.loads(d)["stage"] == "runner" for d in dead)
     assert err[-1].startswith("python -m pipelines.loop: empty run: the assistant answered no question: "
                               "no turn was answered ("), err[-1:]
-    assert "HTTP 500" in err[-1] and str(out / "run" / "dead_letter.jsonl") in err[-1], err[-1:]
+    assert "HTTP 500" in err[-1] and str(stage / "dead_letter.jsonl") in err[-1], err[-1:]
     assert "no input record" not in err[-1] and not (out / "audit").exists()
 
 

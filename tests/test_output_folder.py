@@ -720,3 +720,28 @@ def test_a_file_replaced_whole_keeps_its_mode_and_group(tmp_path):
         assert (f.read_text(), stat.S_IMODE(st.st_mode), st.st_gid) == ("new", 0o640, gid)
     replace_files([(str(tmp_path / "fresh.json"), "x")])
     assert os.stat(tmp_path / "fresh.json").st_gid == os.getegid()
+
+
+def test_an_empty_runs_stage_is_kept_and_removed_by_the_next_run_on_an_object_store_too(store, caplog):
+    """trial48 B1: an empty run (EmptyRun naming its stage) publishes nothing and keeps its stage for its
+    dead letters to be read; marked ``_EMPTY_RUN``, the next run removes it at once — not left 24 hours
+    as a stage perhaps of a job still running."""
+    from fair_forge_beam.reports.empty_run import EmptyRun
+    from fair_forge_beam.reports.output_folder import KEPT_MARK, clean_stale_stages, staged_output
+
+    out = "memstore://bucket/audits/today"
+    store.put(f"{out}/results.json", b"good")
+    store.put(f"{out}/_SUCCESS", b'{"run": "x"}')
+    with pytest.raises(EmptyRun):
+        with staged_output(out) as stage:
+            store.put(f"{stage}/dead_letter/part-00000-of-00001.jsonl", b'{"reason": "bad"}\n')
+            raise EmptyRun("humanity scored nothing", stage)
+    assert store.get(f"{out}/results.json") == b"good"
+    assert store.get(f"{stage}/dead_letter/part-00000-of-00001.jsonl") == b'{"reason": "bad"}\n'
+    assert store.get(f"{stage}/{KEPT_MARK}") == b"humanity scored nothing\n"
+    assert clean_stale_stages(out) == [stage] and store.keys(stage) == []
+    assert "perhaps by a job still running" not in caplog.text
+    with pytest.raises(EmptyRun):  # another stage named: this one is removed as before
+        with staged_output(out) as other:
+            raise EmptyRun("nothing", "memstore://bucket/audits/today.staging-else")
+    assert store.keys(other) == []

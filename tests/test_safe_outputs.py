@@ -148,8 +148,12 @@ def test_an_empty_run_exits_4_with_one_line_and_leaves_the_previous_folder(case,
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1, err
     assert err[0].startswith(f"fair-forge-beam: empty run: {reason}"), err[0]
-    assert err[0].endswith(f"; {out} is left as it was (exit code 4; --allow-empty publishes such a run)")
-    assert _tree(out) == before and _siblings(out) == []
+    # the run's stage is kept unpublished beside, named, for its dead letters to be read (trial48 B1)
+    (stage,) = _siblings(out)
+    assert stage.startswith("out.staging-") and (out.parent / stage / "results.json").exists()
+    assert err[0].endswith(f"; {out} is left as it was; this run's outputs (its dead letters) are kept unpublished in "
+                           f"{out.parent / stage} until the next run into {out} (exit code 4; --allow-empty publishes such a run)")
+    assert _tree(out) == before
 
 
 @pytest.mark.slow
@@ -183,10 +187,12 @@ def test_an_empty_run_from_the_command_line(tmp_path):
     assert proc.returncode == 4 and proc.stdout == ""
     # a folder that does not exist yet was not created, not "left as it was" (issue 27, fresh-user trial;
     # fresh13: one wording with the interrupt's and the failure's lines)
+    (stage,) = _siblings(out)  # the run's stage, kept unpublished to be read (trial48 B1)
     assert proc.stderr.splitlines() == [f"fair-forge-beam: empty run: no input record (the inputs hold no interaction); "
-                                        f"nothing was written ({out} was not created) (exit code 4; --allow-empty "
+                                        f"{out} was not created; this run's outputs (its dead letters) are kept unpublished "
+                                        f"in {out.parent / stage} until the next run into {out} (exit code 4; --allow-empty "
                                         "publishes such a run)"]
-    assert not out.exists() and _siblings(out) == []
+    assert not out.exists()
 
 
 @pytest.mark.slow
@@ -209,9 +215,11 @@ def test_an_empty_windowed_run_leaves_the_previous_folder(tmp_path, capsys):
                    "--window", "fixed:1h", f"--runner={FNAPI}", "--output", str(out)])
     assert exc.value.code == 4
     err = capsys.readouterr().err.splitlines()
+    (stage,) = _siblings(out)  # the run's stage, kept unpublished to be read (trial48 B1)
     assert err == [f"fair-forge-beam: empty run: no interaction was scored in any window (1 dead letter); {out} is "
-                   "left as it was (exit code 4; --allow-empty publishes such a run)"]
-    assert _tree(out) == before and _siblings(out) == []
+                   f"left as it was; this run's outputs (its dead letters) are kept unpublished in {out.parent / stage} "
+                   f"until the next run into {out} (exit code 4; --allow-empty publishes such a run)"]
+    assert _tree(out) == before
 
 
 # ------------------------------------------------------------------ leftovers, gates, versions

@@ -17,7 +17,7 @@ from fair_forge_beam.console import say  # console output never fails a run
 import sys
 from typing import NoReturn, Optional, Sequence
 
-__all__ = ["EMPTY_RUN_EXIT_CODE", "EmptyRun", "empty_run_reason", "windowed_empty_run_reason", "fail_empty_run"]
+__all__ = ["EMPTY_RUN_EXIT_CODE", "EmptyRun", "kept_stage_words", "empty_run_reason", "windowed_empty_run_reason", "fail_empty_run"]
 
 #: exit code of an empty run (0 success, 2 usage or configuration error, 3 a gate failed)
 EMPTY_RUN_EXIT_CODE = 4
@@ -25,11 +25,15 @@ EMPTY_RUN_EXIT_CODE = 4
 
 class EmptyRun(SystemExit):
     """Raised by the main job for an empty run, before anything is published; exit code
-    :data:`EMPTY_RUN_EXIT_CODE`. ``reason``: what was empty (one line)."""
+    :data:`EMPTY_RUN_EXIT_CODE`. ``reason``: what was empty (one line). ``kept_stage``: the stage
+    of the run, written and never published, that
+    :func:`~fair_forge_beam.reports.output_folder.staged_output` keeps (instead of removing it) for
+    its failures to be read there (``None``: no stage was written)."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, kept_stage: Optional[str] = None):
         super().__init__(EMPTY_RUN_EXIT_CODE)
         self.reason = reason
+        self.kept_stage = kept_stage
 
     def __str__(self) -> str:
         return self.reason
@@ -94,8 +98,18 @@ def windowed_empty_run_reason(doc: dict, metrics: Sequence[str]) -> Optional[str
     return "; ".join(f"{m} scored nothing in any window" for m in idle) + f" ({_dead(dead)} in all)"
 
 
+def kept_stage_words(stage: Optional[str], out: str) -> str:
+    """What an empty run's one line says of its kept stage (``""`` when it wrote none): where its
+    outputs, its dead letters among them, can be read, and until when."""
+    if not stage:
+        return ""
+    from fair_forge_beam.reports.summary import printable
+
+    return f"; this run's outputs (its dead letters) are kept unpublished in {printable(stage)} until the next run into {printable(out)}"
+
+
 def fail_empty_run(reason: str, out: Optional[str], prog: str = "fair-forge-beam", allow_empty: bool = True,
-                   kind: str = "empty run") -> NoReturn:
+                   kind: str = "empty run", stage: Optional[str] = None) -> NoReturn:
     """Print the empty run's one line on stderr and raise :class:`EmptyRun` (exit code 4)::
 
         fair-forge-beam: empty run: humanity scored nothing of 26 interactions read (...); out is left as it was (...)
@@ -107,7 +121,9 @@ def fail_empty_run(reason: str, out: Optional[str], prog: str = "fair-forge-beam
     ``prog``: the command named (the loop and the run stage name themselves); ``allow_empty``:
     whether the command has ``--allow-empty`` (the hint names it). ``out``: the folder or file the
     command would have written (``None``: it writes none, the line says nothing of it); ``kind``:
-    what was empty ("empty trend", "empty comparison" for the commands over earlier runs)."""
+    what was empty ("empty trend", "empty comparison" for the commands over earlier runs); ``stage``: the
+    run's stage, written but not published (``out`` stays as it was), kept for its failures to be read
+    and named in the line (:func:`kept_stage_words`)."""
     import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.io.filesystems import FileSystems
 
@@ -120,8 +136,8 @@ def fail_empty_run(reason: str, out: Optional[str], prog: str = "fair-forge-beam
 
     # a first run has no folder yet: "nothing was written (out was not created)"
     kept = ("" if out is None else f"; {printable(out)} is left as it was" if FileSystems.exists(out)
-            else f"; {output_state(printable(out), False)}")
+            else f"; {printable(out)} was not created" if stage else f"; {output_state(printable(out), False)}")
     hint = "; --allow-empty publishes such a run" if allow_empty else ""
-    say(f"{prog}: {kind}: {printable(reason)}{kept} (exit code "
+    say(f"{prog}: {kind}: {printable(reason)}{kept}{kept_stage_words(stage, out or '')} (exit code "
           f"{EMPTY_RUN_EXIT_CODE}{hint})", file=sys.stderr)
-    raise EmptyRun(reason)
+    raise EmptyRun(reason, stage)

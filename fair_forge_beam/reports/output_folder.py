@@ -46,7 +46,7 @@ from fair_forge_beam.console import OutputFolderError
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
 
-__all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "TEMPORARY_PATTERNS", "RUN_MARKS", "check_no_other_run", "is_owned_name",
+__all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "KEPT_MARK", "TEMPORARY_PATTERNS", "RUN_MARKS", "check_no_other_run", "is_owned_name",
            "STALE_STAGE_HOURS", "check_cache_file", "check_output_folder", "output_option", "empty_output_problem", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder",
            "finished_run_problem"]
@@ -74,6 +74,8 @@ TEMPORARY_PATTERNS = ("beam-temp-*", ".temp*")
 RUN_MARKS = {"audit": ("results.json", "windowed_results.json"), "generate": ("generation_summary.json",),
              "run": ("run_summary.json",), "loop": ("loop_summary.json",), "trend": ("trend.json",),
              "explain": ("attributions-*-of-*.jsonl",), "optimize": ("result.json",)}
+#: written into the stage an empty run keeps (:func:`staged_output`): its one-line reason; the stage is never published
+KEPT_MARK = "_EMPTY_RUN"
 #: object stores: an unfinished stage older than this is a killed run's and is removed by the next run
 STALE_STAGE_HOURS = 24.0
 
@@ -827,7 +829,8 @@ def clean_stale_stages(out: str) -> list[str]:
     roots = sorted({f"{target}{_STAGE}" + p[len(target) + len(_STAGE):].split("/", 1)[0] for p in paths})
     for stage in roots:
         age = _stage_age_hours(stage)
-        if _read_marker(stage) is None and (age is None or age < STALE_STAGE_HOURS):
+        kept = _fs().exists(_fs().join(stage, KEPT_MARK))  # an empty run's: it ended, its stage may go now
+        if _read_marker(stage) is None and not kept and (age is None or age < STALE_STAGE_HOURS):
             log.warning("left %s: a stage started %s ago, perhaps by a job still running (removed by a later run "
                         "once %g h old)", stage, "at an unknown time" if age is None else f"{age:.1f} h", STALE_STAGE_HOURS)
             continue
@@ -925,7 +928,11 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
     is writing (it holds its stage's lock) is refused (:class:`OutputFolderError`, naming the run's
     pid and host), and a new stage is made (and, locally, locked). On normal exit: :func:`publish_stage` — the previous content of ``output`` is removed
     only after the new one is in place; the user's own files there (anything not in ``owned``) are
-    kept. On an exception (any, ``SystemExit`` too): the stage is removed and ``output`` is untouched.
+    kept. On an exception (any, ``SystemExit`` too): the stage is removed and ``output`` is untouched —
+    but for an empty run's (:class:`~fair_forge_beam.reports.empty_run.EmptyRun` whose ``kept_stage`` is
+    this stage: every command's, the audit's, the stages', explain's): ``output`` is untouched and the
+    stage is kept, unpublished and unlocked, so that the run's failures (its dead letters) can be read
+    where its one line says; the next run into ``output`` removes it (:func:`clean_stale_stages`).
 
     Args:
         output: the output folder (local path or URL of any Beam filesystem).
@@ -979,9 +986,12 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
                     raise OutputFolderError(busy)
             try:
                 yield stage
-            except BaseException:
+            except BaseException as exc:
                 with contextlib.suppress(Exception):
-                    _remove_tree(stage)
+                    if getattr(exc, "kept_stage", None) == stage:  # an empty run keeps its stage to be read (above)
+                        _mark_kept(stage, str(exc))
+                    else:
+                        _remove_tree(stage)
                 raise
             try:
                 with uninterrupted():  # Ctrl-C / SIGTERM during the swap: raised once the outputs are whole
@@ -992,6 +1002,14 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
                 raise
     finally:
         forget_stage(stage)
+
+
+def _mark_kept(stage: str, reason: str) -> None:
+    """Mark an empty run's kept stage (:data:`KEPT_MARK`, holding the run's one-line reason): never
+    published, and removed by the next run into its folder at once — on an object store too, where a
+    stage without a marker is otherwise left 24 hours as perhaps a running job's."""
+    with _fs().create(_fs().join(stage, KEPT_MARK)) as f:
+        f.write((reason + "\n").encode("utf-8", "replace"))
 
 
 def _unpublished(stage: str, out: str) -> None:
