@@ -72,6 +72,7 @@ from fair_forge_beam.io.session_stats import HASH_PIECE, file_digest, not_stored
 from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
 from fair_forge_beam.io.edge import CompressedDataError, open_input, read_all  # read_all: whole files in pieces: Beam's .gz reader stops at 16 MiB
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.reports.layout import folder_path
 
 __all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap", "find_overlap",
            "seal_manifest", "is_hidden",
@@ -1097,7 +1098,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     config = results_config(metrics, mode, inputs, slices)
     static = {m: first["static"][m] for m in metrics}
     with staged_output(args.output) as out:  # an exception (SystemExit too) leaves --output untouched
-        shown = args.output.rstrip("/")
+        shown = folder_path(args.output)
         input_files = sorted({tuple(f) for m in manifests for f in m.get("input_files") or ()})
         stats = WriteSessionStats(out, audit_manifest(config, options, static, run_id_of(out), members, input_files))
         tables = sorted({stored[m] for m in metrics})  # e.g. ["stats/sessions/"]

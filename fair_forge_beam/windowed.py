@@ -38,6 +38,7 @@ from apache_beam.transforms import window as _window
 from apache_beam.utils.timestamp import Timestamp
 
 from fair_forge_beam.engine import apply_metrics
+from fair_forge_beam.reports.layout import folder_path
 from fair_forge_beam.io.read import ReadInteractions, records_to_interactions
 from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
 from fair_forge_beam.io.write import write_window_files
@@ -287,7 +288,7 @@ def run_windowed(args, beam_args, metrics, transforms, mode, inputs) -> dict:
                                      "of the windows that fired, if any; a streaming run writes in place)"):
             return _run_windowed_into(out, out, args, options, source, spec, metrics, transforms, mode, unbounded=True)
     with staged_output(args.output) as stage:  # an exception (an empty run too) leaves --output untouched
-        return _run_windowed_into(stage, args.output.rstrip("/") or ".", args, options, source, spec, metrics,
+        return _run_windowed_into(stage, folder_path(args.output), args, options, source, spec, metrics,
                                   transforms, mode, empty_check=not getattr(args, "allow_empty", False))
 
 

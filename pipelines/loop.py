@@ -144,7 +144,7 @@ def _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, c
     """The loop's three stages (generate, run, audit) into ``root``, then its ``loop_summary.json``."""
     from fair_forge_beam.loop_jobs import EmptyStage, build_assistant_handler, run_assistant, run_generate
     from fair_forge_beam.options import validate
-    from fair_forge_beam.reports.output_folder import check_no_other_run
+    from fair_forge_beam.reports.output_folder import check_no_other_run, check_output_folder
     from pipelines import audit
 
     stage_beam_args = list(beam_args)  # every stage runs where the audit runs (a runner's address, Prism's path: trial45 B1)
@@ -154,6 +154,7 @@ def _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, c
         if args.input:
             raise ValueError("--input is not a loop option: the loop runs the set it generates (use pipelines.run_assistant)")
         build_assistant_handler(args)  # a bad assistant configuration fails before any generation
+        check_output_folder(root, staged=False, may_hold_reads=True)  # the root too (trial48 B3: it ran into /generated)
         check_no_other_run(root, "loop")  # another command's run there: the two runs' files would mix (trial37b B7)
         # the generator defaults to the audit's judge: its endpoint, model and API-key variable
         stage_args = {**vars(audit_args), **vars(args)}

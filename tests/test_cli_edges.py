@@ -4,6 +4,7 @@ code), and an empty --output on every command."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -98,20 +99,24 @@ def a_run(tmp_path_factory):
     return root / "run"
 
 
-def _commands(tmp_path, run):
+def _commands(tmp_path, run, out="", more=False):
     from fair_forge_beam.rollup import run as rollup
     from pipelines import audit, generate, loop, optimize, run_assistant, trend
 
     data = str(tmp_path / "in.jsonl")
+    # more: what each command needs besides (so that only --output can be refused)
+    gen = ["--generator-base-url", "http://127.0.0.1:9/v1", "--generator-model", "g"] if more else []
     return {
-        "audit": lambda: audit.run(["--metrics", "humanity", "--input", data, "--output", ""]),
-        "loop": lambda: loop.run(["--assistant-url", "http://127.0.0.1:9/v1", "--assistant-model", "b", "--output", ""]),
-        "generate": lambda: generate.run(["--corpus", "airline", "--output", ""]),
+        "audit": lambda: audit.run(["--metrics", "humanity", "--input", data, "--output", out]),
+        "windowed audit": lambda: audit.run(["--metrics", "humanity", "--input", data, "--window", "fixed:1h", "--output", out]),
+        "loop": lambda: loop.run(["--assistant-url", "http://127.0.0.1:9/v1", "--assistant-model", "b", "--output", out, *gen]),
+        "generate": lambda: generate.run(["--corpus", "airline", "--output", out, *gen]),
         "run": lambda: run_assistant.run(["--input", data, "--assistant-url", "http://127.0.0.1:9/v1", "--assistant-model", "b",
-                                          "--output", ""]),
-        "rollup": lambda: rollup(["--from", str(run), "--output", ""]),
-        "trend": lambda: trend.main([str(run), "--output", ""]),
-        "optimize": lambda: optimize.main(["--model", "m", "--input", data, "--output", ""]),
+                                          "--output", out]),
+        "rollup": lambda: rollup(["--from", str(run), "--output", out]),
+        "trend": lambda: trend.main([str(run), "--output", out, "--no-plots"]),
+        "optimize": lambda: optimize.main(["--model", "m", "--input", data, "--output", out,
+                                           *(["--seed-prompt", "Answer."] if more else [])]),
     }
 
 
@@ -130,6 +135,57 @@ def test_an_empty_output_is_refused_by_every_command(command, tmp_path, capsys, 
     line = _one_line(capsys)
     assert exc.value.code == 2 and "--output is empty" in line, line
     assert sorted(p.name for p in here.iterdir()) == ["stats"] and (here / "stats" / "mine.csv").read_text() == "mine"
+
+
+@pytest.mark.parametrize("out", ["/", "//", "/tmp/.."])
+@pytest.mark.parametrize("command", ["audit", "windowed audit", "loop", "generate", "run", "rollup", "trend", "optimize"])
+def test_the_root_as_output_is_the_root_and_refused_by_every_command(command, out, tmp_path, capsys, monkeypatch, a_run):
+    """trial48 B3: ``trend 'audits/*' --output / --no-plots`` said "wrote ./trend.html and ./trend.json" and wrote
+    them in the current folder (``"/".rstrip("/") or "."``). ``/`` is the root (``folder_path``), and the root is
+    refused as an output folder by every command, in one line (exit 2); nothing is written anywhere."""
+    here = tmp_path / "project"
+    here.mkdir()
+    (tmp_path / "in.jsonl").write_text(json.dumps({"session_id": "s", "assistant_id": "a", "language": "english",
+                                                   "conversation": [{"qa_id": "q", "query": "hi", "assistant": "hello"}]}) + "\n")
+    monkeypatch.chdir(here)
+    root_before = sorted(os.listdir("/"))
+    with pytest.raises(SystemExit) as exc:
+        _commands(tmp_path, a_run, out, more=True)[command]()
+    line = _one_line(capsys)
+    assert exc.value.code == 2 and "is the root of the file system: give a folder for the outputs" in line, line
+    assert list(here.iterdir()) == [] and sorted(os.listdir("/")) == root_before
+
+
+@pytest.mark.parametrize("given, folder", [("/", "/"), ("//", "/"), ("out/", "out"), ("gs://b/x/", "gs://b/x"), ("", "."),
+                                           ("/results.json", "/results.json")])
+def test_folder_path_keeps_the_root_the_root(given, folder):
+    from fair_forge_beam.reports.layout import folder_path
+
+    assert folder_path(given) == folder
+
+
+def test_every_place_that_names_a_run_folder_keeps_the_root(monkeypatch):
+    """The sites of the old idiom (``rstrip("/") or "."``; ``rstrip("/")`` alone gave ``""``): a run folder or a
+    ``results.json`` at the root is read at the root, never in the current folder (trial48 B3's class)."""
+    from fair_forge_beam.io.paths import same_folder
+    from fair_forge_beam.reports import html, load
+    from fair_forge_beam.reports.compare import _run_folder
+    from fair_forge_beam.reports.trend import _key
+
+    assert load._run_dir("/") == "/" and load._run_dir("/results.json") == "/" and load._run_dir("results.json") == "."
+    assert load._run_dir("a/results.json") == "a" and load._run_dir("gs://b/r/results.json") == "gs://b/r"
+    assert _run_folder("/") == "/" and _run_folder("/results.json") == "/" and _run_folder("a/b/") == "a/b"
+    assert _key("/") == "/" and _key("//") == "/" and same_folder("//") == "/"
+    read = []
+
+    def stop(run_dir, *a, **k):
+        read.append(run_dir)
+        raise FileNotFoundError(run_dir)
+
+    monkeypatch.setattr(load, "read_results", stop)
+    with pytest.raises(FileNotFoundError):
+        html.write_report("/", out_path="/nonexistent-fix48d/report.html")
+    assert read == ["/"]
 
 
 @pytest.mark.parametrize("flag", ["--judge-api-key-env", "--guardian-api-key-env", "--generator-api-key-env"])

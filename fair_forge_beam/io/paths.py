@@ -11,6 +11,7 @@ import sys
 from typing import Any, Optional, Sequence
 
 from fair_forge_beam.quoting import quoted
+from fair_forge_beam.reports.layout import folder_path
 
 __all__ = ["check_apart", "check_output_file", "same_folder"]
 
@@ -25,7 +26,7 @@ def _is_local(path: str) -> bool:
 
 def same_folder(path: str) -> str:
     """A folder's identity: a local folder's real path, a URL without its trailing slashes."""
-    path = path.rstrip("/") or "/"
+    path = folder_path(path)
     return path if "://" in path else os.path.realpath(path)
 
 

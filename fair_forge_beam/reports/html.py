@@ -48,6 +48,7 @@ from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam.quoting import fixed, fixed_estimate
 from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_range
+from fair_forge_beam.reports.layout import folder_path
 from fair_forge_beam.reports.load import run_config
 from fair_forge_beam.reports.summary import REPORT_UNSCORED_NAMES, left_out_what, unscored_assistants, unscored_words  # noqa: F401 - here too
 from fair_forge_beam.statistical.compare import normal_quantile
@@ -516,7 +517,7 @@ def write_report(run_dir: str, out_path: Optional[str] = None, compare_with: Uni
         import matplotlib.backends.backend_svg  # noqa: F401 - what savefig(format="svg") imports
         from fair_forge_beam.reports import plots  # noqa: F401
 
-    run_dir = run_dir.rstrip("/") or "."
+    run_dir = folder_path(run_dir)  # "/" is the root (it was ".", trial48 B3)
     doc = doc if doc is not None else read_results(run_dir)
     run_info = run_info if run_info is not None else read_run_info(run_dir)
     cmp, files = None, []

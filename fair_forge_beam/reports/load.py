@@ -13,11 +13,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import posixpath
 from collections import Counter
 from typing import Any, Iterator, Mapping, NamedTuple, Optional
 
 from fair_forge_beam.options import CI_LEVEL, SEED
 from fair_forge_beam.reports.estimates import iter_estimates
+from fair_forge_beam.reports.layout import folder_path
 
 __all__ = ["RunConfig", "run_config", "load_results", "read_results", "read_baseline", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
            "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "read_sessions", "load_sessions", "session_files",
@@ -208,8 +210,8 @@ def _match(pattern: str) -> list[str]:
 
 
 def _run_dir(path: str) -> str:
-    path = path.rstrip("/") or "."
-    return path.rsplit("/", 1)[0] if path.endswith(".json") else path
+    path = folder_path(path)  # "/" is the root (it was ".", trial48 B3)
+    return folder_path(posixpath.dirname(path)) if path.endswith(".json") else path  # "/results.json": "/"
 
 
 def iter_jsonl_lines(run_dir: str, name: str) -> Iterator[str]:

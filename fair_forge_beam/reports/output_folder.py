@@ -41,7 +41,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
-from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, run_id_of
+from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, folder_path, run_id_of
 from fair_forge_beam.console import OutputFolderError
 from fair_forge_beam.plain import plain_reason
 from fair_forge_beam.quoting import quoted
@@ -187,8 +187,9 @@ def _has_temporary_part(rel: str) -> bool:
 
 
 def _normalise(output: str) -> str:
-    """Trailing slashes dropped; ``/`` stays the root (it became ``.``, the current folder)."""
-    return output.rstrip("/") or "/"
+    """Trailing slashes dropped; ``/`` stays the root (it became ``.``, the current folder):
+    :func:`~fair_forge_beam.reports.layout.folder_path`."""
+    return folder_path(output)
 
 
 def empty_output_problem(output: Any, option: str = "--output") -> Optional[str]:
@@ -419,6 +420,9 @@ def _name_problem(path: str) -> Optional[str]:
 
 
 def _check_local_output(out: str, reads: Sequence[str], staged: bool, may_hold_reads: bool, option: str) -> str:
+    if os.path.realpath(out) == "/":  # every command alike (trial48 B3: trend --output / wrote into the current folder)
+        raise ValueError(f"{option} {quoted(out)} is the root of the file system: give a folder for the outputs "
+                         f"(e.g. {option} ./out)")
     # the longest path the run makes: its stage's lock file beside it (or inside a mount point)
     longest = (new_stage_path(out) + ".lock") if staged else os.path.join(out, "results.json")
     problem = _name_problem(longest)

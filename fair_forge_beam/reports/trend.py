@@ -63,6 +63,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.estimates import counts_for, direction, value_range
 from fair_forge_beam.plain import path_name_problem, plain_reason
+from fair_forge_beam.reports.layout import folder_path
 from fair_forge_beam.quoting import fixed, quoted
 from fair_forge_beam.reports.summary import format_estimate
 from fair_forge_beam.schemas.metric_info import dotted_get
@@ -125,7 +126,7 @@ def _exists(path: str) -> bool:
 
 def _key(path: str) -> str:
     """A run's identity for de-duplication and roll-up inputs: absolute, normalised (local paths)."""
-    path = path.rstrip("/") or "/"
+    path = folder_path(path)
     return path if _is_remote(path) else os.path.normpath(os.path.abspath(path))
 
 
@@ -261,7 +262,7 @@ def _stored_ids(path: str) -> tuple:
     from fair_forge_beam.io.edge import read_side_json
     from fair_forge_beam.io.session_stats import RUN_IDS, check_listed_file, check_run_ids
 
-    folder = path.rstrip("/")
+    folder = folder_path(path)
     folder = folder[:-len("/results.json")] if folder.endswith("/results.json") else folder
     manifest = f"{folder}/stats/manifest.json"
     if not _exists(manifest):
@@ -915,7 +916,7 @@ def write_trend(patterns: Sequence[str], output: str = DEFAULT_OUTPUT, slices: S
     if empty:  # nothing to follow: never a page of no figure over the last good one, exit 0 (trial29 T11)
         from fair_forge_beam.reports.empty_run import fail_empty_run
 
-        fail_empty_run(empty, output.rstrip("/") or ".", prog=prog, allow_empty=False, kind="empty trend")
+        fail_empty_run(empty, folder_path(output), prog=prog, allow_empty=False, kind="empty trend")
     if with_plots:
         say(f"drawing {len({(s['metric'], s['estimate']) for s in trend['series']})} figures")
     trend = scrub_known(trend)  # API-key values masked in values, never in keys
@@ -924,7 +925,7 @@ def write_trend(patterns: Sequence[str], output: str = DEFAULT_OUTPUT, slices: S
 
     page_names = name_texts(trend)
     page_names |= {_html.escape(n) for n in page_names}
-    out = output.rstrip("/") or "."
+    out = folder_path(output)
     made = not _is_remote(out) and not os.path.isdir(out)
     if made:
         os.makedirs(out, exist_ok=True)
