@@ -83,11 +83,14 @@ def test_a_cut_reply_names_the_max_tokens_sent_and_the_python_setting_that_raise
         with pytest.raises(GuardianError) as cut:
             guard.is_biased("q", "a", "gender")
         guard.close()
-        run_assistant.run(["--input", str(data), "--assistant-kind", "openai", "--assistant-model", "bot",
-                           "--assistant-url", srv.base_url, "--output", str(tmp_path / "out")])
+        from fair_forge_beam.loop_jobs import EmptyStage
+
+        with pytest.raises(EmptyStage) as empty:  # no turn answered: an empty run, its stage kept (trial48 B1)
+            run_assistant.run(["--input", str(data), "--assistant-kind", "openai", "--assistant-model", "bot",
+                               "--assistant-url", srv.base_url, "--output", str(tmp_path / "out")])
     assert ("cut replies are never used (max_tokens is 16; raise it in Python: LlamaGuard(max_tokens=…) or "
             "GuardianLLMConfig(max_tokens=…); no CLI option sets it)") in str(cut.value)
-    [dead] = [json.loads(x) for x in (tmp_path / "out" / "dead_letter.jsonl").read_text().splitlines()]
+    [dead] = [json.loads(x) for x in open(f"{empty.value.kept_stage}/dead_letter.jsonl").read().splitlines()]
     assert dead["reason"].endswith("(no max_tokens was sent (the server's own limit); set one in Python: "
                                    "AssistantHandler(params={'max_tokens': …}); no CLI option sets it)"), dead
 

@@ -162,9 +162,14 @@ def test_run_summary_counts_the_requests_of_a_batch_that_failed(tmp_path, monkey
         data = tmp_path / f"{query}.jsonl"
         data.write_text(json.dumps({"session_id": "s", "assistant_id": "a", "context": "", "conversation": [
             {"qa_id": "q1", "query": query, "assistant": ""}]}) + "\n")
+        from fair_forge_beam.loop_jobs import EmptyStage
+
         with ScriptedOpenAIServer(V) as srv:
-            summary = run_assistant.run(["--input", str(data), "--assistant-kind", "openai", "--assistant-model", "bot",
-                                         "--assistant-url", srv.base_url, "--output", str(tmp_path / f"out-{query}")])
+            try:
+                summary = run_assistant.run(["--input", str(data), "--assistant-kind", "openai", "--assistant-model", "bot",
+                                             "--assistant-url", srv.base_url, "--output", str(tmp_path / f"out-{query}")])
+            except EmptyStage as empty:  # no turn answered: an empty run, its summary carried (trial48 B1)
+                summary = empty.doc
             asked_n = srv.count()
         assert asked_n == sent and summary["counters"]["requests"] == sent, (query, asked_n, summary["counters"])
         assert summary["dead_letters"] == dead and summary["successes"] == 1 - dead
