@@ -43,7 +43,7 @@ __all__ = ["metric_names", "metrics_option", "Option", "Range", "number_type", "
 
 from fair_forge_beam.slices import SLICE_DIMENSIONS  # the slice dimensions the main job aggregates by default
 from fair_forge_beam.quoting import choice_text, holds_text, number_text, quoted  # how a usage error quotes a user's value
-from fair_forge_beam.urls import has_userinfo, mask_url_secrets
+from fair_forge_beam.urls import has_userinfo, mask_line, mask_url_secrets
 
 # Defaults that code outside this table also needs (a library default, a run's config without
 # the value): they are declared here once and imported, never written again. This module imports
@@ -601,6 +601,16 @@ class Option:
     #: :attr:`valid` / :attr:`choices`, trial47 B3: ``BayesianMode(mc_samples=50_000_000)`` was taken, then ran
     #: out of memory deep in Beam)
     python: tuple[str, ...] = ()
+    #: the value may hold a key or a password (a request template's ``Authorization`` header): a usage error that
+    #: repeats it (an option given twice) shows its length only; an endpoint URL's option (its ``validate`` a
+    #: :func:`_url` check: a ``user:password@``, a token in its query) is one too (:attr:`holds_secret`)
+    secret: bool = False
+
+    @property
+    def holds_secret(self) -> bool:
+        """Whether a value of this option may be a secret (:attr:`secret`, or an endpoint URL's option): what a
+        usage error repeating a value reads (:func:`shown_value`), never a list of names."""
+        return self.secret or bool(getattr(self.validate, "checks_url", False))
 
     def for_command(self, command: str) -> "Option":
         """This option as command ``command`` has it (:attr:`per_command` applied)."""
@@ -704,7 +714,6 @@ class OneLineErrorParser(ChoiceHintParser):
         self.passes_on = passes_on
 
     def error(self, message: str):
-        from fair_forge_beam.urls import mask_line
         from fair_forge_beam.plain import shown_text
 
         # a path from the OS in the message: its undecodable bytes escaped (issue 28 B7); a value
@@ -926,10 +935,30 @@ def given_twice(parser: argparse.ArgumentParser, args: Sequence[str],
                 continue  # the same flag again: the same meaning
             return f"{name0} and {name} both given: they set one value in opposite ways; give one of them"
         spelt = name0 if name0 == name else f"{name0} (as {name})"
-        choices = action.choices or ()  # each value as choice_text shows a user's value (trial39b B8)
-        shown = lambda v: "no value" if v is None else choice_text(v, choices)  # noqa: E731
-        return f"{spelt} given twice: {shown(val0)}, then {shown(val)}; give it once"
+        own = any(a is action for a in parser._actions)
+        return (f"{spelt} given twice: {shown_value(action, val0, own)}, then {shown_value(action, val, own)}; "
+                "give it once")
     return None
+
+
+def shown_value(action: argparse.Action, value: Optional[str], own: bool = True) -> str:
+    """A value of option ``action`` as a usage error repeats it (an option given twice). **Decision** (trial48 B5:
+    ``--metrics humanity --metrics toxicity`` said "a text of 8 characters (not shown: …)", while docs/cli.md
+    says the error names both values): what is hidden is read from the option's declaration (:data:`TABLE`),
+    never from a list of names — a value that may be a secret (:attr:`Option.holds_secret`: an endpoint URL, a
+    request template) and any value of an option the command passes to Beam (``own`` false: declared there,
+    not here) by its length only; a value of an option with choices or of a number by :func:`choice_text`'s
+    rule (a word far from every valid value, in a number's place, may be a secret pasted there); any other text
+    (names, lists of names, paths) quoted, secret-shaped parts masked (:func:`~fair_forge_beam.urls.mask_line`)."""
+    if value is None:
+        return "no value"
+    declared = TABLE.get(action.dest) if own else None
+    if not own or (declared is not None and declared.holds_secret):
+        return number_text(value) if own else choice_text(value, action.choices or ())
+    numeric = declared.type in (int, float) if declared is not None else action.type in (int, float)
+    if action.choices or numeric:
+        return choice_text(value, action.choices or ())  # each value as choice_text shows a user's value (trial39b B8)
+    return quoted(mask_line(value))
 
 
 def unrecognised_message(flags: Sequence[str], beam: bool = False, known: Sequence[str] = ()) -> str:
@@ -1038,6 +1067,7 @@ def _url(flag: str):
             return None
         return (f"{flag} must be an http:// or https:// URL with a host (e.g. http://localhost:8000/v1), "
                 f"got {quoted(mask_url_secrets(text))}: {why}")
+    problem.checks_url = True  # an endpoint's URL may hold credentials (Option.holds_secret)
     return problem
 
 
@@ -1675,7 +1705,7 @@ OTHER_COMMANDS_OPTIONS: tuple[Option, ...] = (
     Option("assistant-api-key-env", validate=_env_name("--assistant-api-key-env"), default="ASSISTANT_API_KEY", help="environment variable with the assistant's API key; given, it must be set and not empty (a usage "
                    "error otherwise)",
            template=_ADV),
-    Option("request-template", metavar="JINJA_JSON",
+    Option("request-template", metavar="JINJA_JSON", secret=True,
            help="JSON body template of an http assistant, e.g. '{\"q\": {{ query | tojson }}}'", template=_ADV),
     Option("request-template-file", metavar="PATH", path=True, help="the request template from a file", template=_ADV),
     Option("response-path", default="answer", help="dotted path of the answer in an http assistant's JSON response",
@@ -2136,7 +2166,6 @@ def checked_pipeline_args(args: Optional[Sequence[str]]) -> list[str]:
         TypeError: ``args`` is a string (not a list of them), or holds something else than strings.
     """
     from fair_forge_beam.plain import shown_text
-    from fair_forge_beam.urls import mask_line
 
     if isinstance(args, (str, bytes, bytearray)):  # trial47b: a str was split into its characters, ~20 warnings
         raise TypeError(f"pipeline_args must be a list of strings (e.g. ['--direct_num_workers=2']), got a "

@@ -122,3 +122,77 @@ def test_help_and_docs_say_the_command_line_overrides_the_config():
     assert "An option the command line also gives overrides the file" in data
     cli = " ".join((REPO / "docs" / "cli.md").read_text(encoding="utf-8").split())
     assert "given twice on the command line of any command" in cli
+
+
+def _own_parser(monkeypatch, module: str):
+    """The parser a command builds inside its ``main`` (optimize, explain, compare), caught as it parses."""
+    import importlib
+
+    from fair_forge_beam.options import OneLineErrorParser
+
+    class Caught(Exception):
+        pass
+
+    def catch(self, args=None, namespace=None):
+        raise Caught(self)
+
+    with monkeypatch.context() as m:
+        m.setattr(OneLineErrorParser, "parse_known_args", catch)
+        with pytest.raises(Caught) as caught:
+            importlib.import_module(module).main([])
+    return caught.value.args[0]
+
+
+@pytest.mark.parametrize("command", ["audit", "generate", "run", "loop", "rollup", "trend", "optimize", "explain", "compare"])
+def test_every_option_given_twice_names_both_values_unless_its_declaration_says_they_may_be_secrets(command, capsys,
+                                                                                                    monkeypatch):
+    """trial48 B5: ``--metrics humanity --metrics toxicity`` said "a text of 8 characters (not shown: it may be a
+    secret …), then …" while docs/cli.md says the error names both values. Hidden now only what the option's
+    declaration says may be a secret (``Option.holds_secret``: an endpoint URL's option, the request template),
+    and, by the one rule of a user's value (``choice_text``), a word far from a closed set's choices or in a
+    number's place; every other value (names, lists of names, paths) is quoted."""
+    from fair_forge_beam.options import TABLE
+
+    modules = {"optimize": "pipelines.optimize", "explain": "pipelines.explain", "compare": "fair_forge_beam.reports.compare"}
+    parser = _own_parser(monkeypatch, modules[command]) if command in modules else _parsers()[command]
+    v1, v2 = "first-value.jsonl", "second-value.toml"
+    counts = {"shown": 0, "hidden": 0}
+    for action in parser._actions:
+        if not (action.option_strings and action.nargs != 0 and action.dest != "help"
+                and isinstance(action, SINGLE_VALUED_ACTIONS)):
+            continue
+        flag = action.option_strings[-1]
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_known_args([flag, v1, flag, v2])
+        line = _one_line(capsys)
+        assert exc.value.code == 2, (flag, line)
+        declared = TABLE.get(action.dest)
+        numeric = (declared.type if declared is not None else action.type) in (int, float)
+        if (declared is not None and declared.holds_secret) or action.choices or numeric:
+            assert f"{flag} given twice: a text of 17 characters (not shown: it may be a secret given in the wrong " \
+                   "place), then a text of 17 characters (not shown" in line, line
+            counts["hidden"] += 1
+        else:
+            assert f"{flag} given twice: '{v1}', then '{v2}'; give it once" in line, line
+            counts["shown"] += 1
+    assert counts["shown"] >= 1, counts
+
+
+def test_the_options_whose_values_may_be_secrets_are_those_that_carry_urls_or_templates():
+    """The declaration decides (trial48 B5): every endpoint URL's option, and the request template (an
+    Authorization header), and no other option of the table."""
+    from fair_forge_beam.options import TABLE
+
+    secret = sorted(o.flag for o in TABLE.values() if o.holds_secret)
+    assert secret == ["--assistant-url", "--base-url", "--generator-base-url", "--guardian-base-url", "--judge-base-url",
+                      "--request-template"], secret
+
+
+def test_a_value_given_twice_is_shown_with_its_secret_shaped_parts_masked(capsys):
+    from pipelines import audit
+
+    key = "sk-" + "a1" * 12
+    with pytest.raises(SystemExit):
+        audit.build_parser().parse_known_args(["--metrics", "humanity", "--metrics", key])
+    line = _one_line(capsys)
+    assert "--metrics given twice: 'humanity', then '***'; give it once" in line and key not in line, line
