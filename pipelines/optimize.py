@@ -23,6 +23,10 @@ import os
 import sys
 from typing import Optional, Sequence
 
+#: what optimize writes in its --output, replaced whole by each run (published through a stage); anything else
+#: there is the user's and stays
+OPTIMIZE_OUTPUTS = ("result.json", "dead_letter.jsonl", "report.html", "work/")
+
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from fair_forge_beam.run_scope import one_run
@@ -63,8 +67,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     from fair_forge_beam.reports.output_folder import check_no_other_run, check_output_folder
 
     try:  # before any work: an --output that is a file, unwritable, or is/holds an --input
-        check_output_folder(args.output, reads=[args.input] if isinstance(args.input, str) else list(args.input or []),
-                            staged=False)
+        check_output_folder(args.output, reads=[args.input] if isinstance(args.input, str) else list(args.input or []))
         check_no_other_run(args.output, "optimize")  # another command's run there: the files would mix
     except ValueError as exc:
         parser.error(str(exc))
@@ -107,45 +110,42 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     evaluator = handler(args.evaluator_model) if args.evaluator_model else model
     cls = GEPAOptimizer if args.method == "gepa" else MIPROv2Optimizer
     target = f"{cls.__module__}:{cls.__name__}"
-    from fair_forge_beam.console import writing
-
-    # the machine's failure (a full disk, ulimit -f) while the optimizer writes: one OutputWriteError naming --output
-    left = (f"nothing was published: result.json, dead_letter.jsonl and report.html in {args.output} are as they were "
-            "before the run (its work/ folder keeps the evaluation shards written so far)")
-    with writing(args.output, os.path.lexists(args.output), left=left):
-        os.makedirs(args.output, exist_ok=True)
-        result = cls.run(datasets, model, seed_prompt, executor=executor, evaluator=evaluator,
-                         workdir=os.path.join(args.output, "work"), pipeline_args=beam_args, **constructor_kwargs(target, vars(args)))
-        out = result.to_dict()
-        dead = out.pop("dead_letters")
-        out["method"] = args.method
-        from fair_forge_beam.io.write import to_json_line
-
-        from fair_forge_beam.io.write import replace_files
-
-        files = [(os.path.join(args.output, "result.json"), to_json_line(out) + "\n"),
-                 (os.path.join(args.output, "dead_letter.jsonl"), "".join(to_json_line(d) + "\n" for d in dead))]
-        if not args.no_report:
-            from fair_forge_beam.reports.tool_reports import render_optimizer_report
-
-            params = {"model": args.model, "executor_model": value(args, "executor_model"),
-                      "evaluator_model": value(args, "evaluator_model"), **constructor_kwargs(target, vars(args))}
-            files.append((os.path.join(args.output, "report.html"), render_optimizer_report(out, dead, params, seed_prompt)))
-        replace_files(files)  # all of them or none (a full disk leaves the folder's files as they were)
+    from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE, EmptyRun, fail_empty_run
+    from fair_forge_beam.reports.output_folder import MARKER, staged_output
 
     def shown(score) -> str:
         return "none" if score is None else f"{score:.4f}"
 
-    first, last = out["initial_score"], out["final_score"]
-    scores = "no score (no example was scored)" if first is None and last is None else f"score {shown(first)} -> {shown(last)}"
-    say(f"{args.method}: {scores}; "
-        f"stop: {out['stop_reason']}; dead letters: {out['n_dead']}; written to {args.output}")
-    if out["final_score"] is None:  # no prompt was scored: an empty run, as generate's and run_assistant's
-        from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE
+    # written into a stage beside --output (its work/ folder too) and published only when the run scored something
+    # (as the audit's and the stages': staged_output): a failed, killed or empty run leaves the last good one whole
+    try:
+        with staged_output(args.output, owned=OPTIMIZE_OUTPUTS + (MARKER,)) as stage:
+            result = cls.run(datasets, model, seed_prompt, executor=executor, evaluator=evaluator,
+                             workdir=os.path.join(stage, "work"), pipeline_args=beam_args, **constructor_kwargs(target, vars(args)))
+            out = result.to_dict()
+            dead = out.pop("dead_letters")
+            out["method"] = args.method
+            from fair_forge_beam.io.write import replace_files, to_json_line
 
-        say(f"optimize: empty run: no example was scored ({out['n_dead']:,} dead letters); the outputs are written "
-            f"(exit code {EMPTY_RUN_EXIT_CODE})", file=sys.stderr)
+            files = [(os.path.join(stage, "result.json"), to_json_line(out) + "\n"),
+                     (os.path.join(stage, "dead_letter.jsonl"), "".join(to_json_line(d) + "\n" for d in dead))]
+            if not args.no_report:
+                from fair_forge_beam.reports.tool_reports import render_optimizer_report
+
+                params = {"model": args.model, "executor_model": value(args, "executor_model"),
+                          "evaluator_model": value(args, "evaluator_model"), **constructor_kwargs(target, vars(args))}
+                files.append((os.path.join(stage, "report.html"), render_optimizer_report(out, dead, params, seed_prompt)))
+            replace_files(files)
+            first, last = out["initial_score"], out["final_score"]
+            scores = ("no score (no example was scored)" if first is None and last is None
+                      else f"score {shown(first)} -> {shown(last)}")
+            if out["final_score"] is None:  # no prompt was scored: an empty run, as generate's and run_assistant's (trial48 B1)
+                say(f"{args.method}: {scores}; stop: {out['stop_reason']}; dead letters: {out['n_dead']}")
+                fail_empty_run(f"no example was scored ({out['n_dead']:,} dead letters)", args.output, prog="optimize",
+                               allow_empty=False, stage=stage)
+    except EmptyRun:  # its line said, the stage kept: main's exit code, as before
         return EMPTY_RUN_EXIT_CODE
+    say(f"{args.method}: {scores}; stop: {out['stop_reason']}; dead letters: {out['n_dead']}; written to {args.output}")
     return 0
 
 

@@ -324,21 +324,29 @@ def test_miprov2_nothing_scored_is_no_score_never_0(tmp_path):
 
 
 def test_cli_run_that_scored_nothing_is_an_empty_run_exit_4(tmp_path, monkeypatch, capsys):
-    """The outputs are written (the dead letters can be read), the scores are null, the line says
-    "no score", and the exit code is 4 as generate's and run_assistant's empty runs."""
+    """Nothing is published over the last good run (trial48 B1); the outputs are in the stage the line names
+    (the dead letters can be read), the scores are null, the line says "no score", and the exit code is 4 as
+    generate's and run_assistant's empty runs."""
     from pipelines import optimize
 
     out = tmp_path / "out"
+    out.mkdir()
+    (out / "result.json").write_text('{"final_score": 0.75}\n')  # the last good run
     with ScriptedOpenAIServer(_evaluator_always_fails) as srv:
         code = optimize.main(["--method", "gepa", "--input", _load(GEPA_DATA) and GEPA_DATA, "--model", "m",
                               "--base-url", srv.base_url, "--judge-cache", str(tmp_path / "c.sqlite3"),
                               "--seed-prompt", "SEED prompt", "--iterations", "2", "--output", str(out)])
     said = capsys.readouterr()
     assert code == 4, said.err
+    (stage,) = [p for p in tmp_path.iterdir() if p.name.startswith("out.staging-")]
+    assert f"{out} is left as it was; this run's outputs (its dead letters) are kept unpublished in {stage} until the " \
+           f"next run into {out} (exit code 4)" in said.err
+    assert sorted(p.name for p in out.iterdir()) == ["result.json"] and (out / "result.json").read_text() == '{"final_score": 0.75}\n'
+    out = stage
     res = json.loads((out / "result.json").read_text())
     assert res["initial_score"] is None and res["final_score"] is None and res["n_dead"] == 8
     assert "gepa: no score (no example was scored); stop: evaluation_failed; dead letters: 8" in said.out + said.err
-    assert "optimize: empty run: no example was scored (8 dead letters); the outputs are written (exit code 4)" in said.err
+    assert "optimize: empty run: no example was scored (8 dead letters); " in said.err
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "no score (no example was scored)" in page and len((out / "dead_letter.jsonl").read_text().splitlines()) == 8
 
