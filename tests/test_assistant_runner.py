@@ -120,10 +120,13 @@ def test_generic_http_endpoint_retries_fails_and_reruns_from_cache(dataset, tmp_
 def test_missing_response_field_is_a_failed_turn(dataset, tmp_path):
     from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
 
-    with ScriptedOpenAIServer(echo) as srv:
-        summary = run_http(dataset, tmp_path / "a", srv, path="choices.0.message.missing")
+    from fair_forge_beam.loop_jobs import EmptyStage
+
+    with ScriptedOpenAIServer(echo) as srv, pytest.raises(EmptyStage) as empty:  # no turn answered (trial48 B1)
+        run_http(dataset, tmp_path / "a", srv, path="choices.0.message.missing")
+    summary = empty.value.doc
     assert (summary["successes"], summary["failures"]) == (0, 5)
-    dead = [json.loads(x) for x in (tmp_path / "a" / "dead_letter.jsonl").read_text().splitlines()]
+    dead = [json.loads(x) for x in open(f"{empty.value.kept_stage}/dead_letter.jsonl").read().splitlines()]
     assert all("response has no field 'choices.0.message.missing'" in d["reason"] for d in dead)
 
 
@@ -298,10 +301,14 @@ def test_a_streamed_reply_of_an_http_endpoint_is_named_a_streamed_reply(dataset,
     from fair_forge_beam.testing.openai_server import Reply, ScriptedOpenAIServer
 
     sse = b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n'
-    with ScriptedOpenAIServer(lambda req: Reply(body=sse, headers={"Content-Type": "text/event-stream"})) as srv:
-        summary = run_http(dataset, tmp_path / "a", srv)
+    from fair_forge_beam.loop_jobs import EmptyStage
+
+    with ScriptedOpenAIServer(lambda req: Reply(body=sse, headers={"Content-Type": "text/event-stream"})) as srv, \
+            pytest.raises(EmptyStage) as empty:  # no turn answered: an empty run, its stage kept (trial48 B1)
+        run_http(dataset, tmp_path / "a", srv)
+    summary = empty.value.doc
     assert (summary["successes"], summary["failures"]) == (0, 5)
-    dead = [json.loads(x) for x in (tmp_path / "a" / "dead_letter.jsonl").read_text().splitlines()]
+    dead = [json.loads(x) for x in open(f"{empty.value.kept_stage}/dead_letter.jsonl").read().splitlines()]
     assert dead and all("streamed reply" in d["reason"] and "not JSON:" not in d["reason"] for d in dead), dead[0]
 
 
