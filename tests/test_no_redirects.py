@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from helpers import handler_for
 from fair_forge_beam.components.judge import judge_request
 from fair_forge_beam.components.judge.prompts_quality import context_messages
@@ -44,12 +46,15 @@ def test_the_assistant_runner_never_follows_a_redirect(tmp_path):
             "--response-path", "choices.0.message.content"]
     for name, kind_args, url in (("http", http, "/chat/completions"),
                                  ("openai", ["--assistant-kind", "openai", "--assistant-model", "bot"], "")):
+        from fair_forge_beam.loop_jobs import EmptyStage
+
         with ScriptedOpenAIServer("answer") as target:
-            with ScriptedOpenAIServer(_moved_to(target)) as srv:
+            with ScriptedOpenAIServer(_moved_to(target)) as srv, pytest.raises(EmptyStage) as empty:  # no turn answered
                 run_assistant.run(["--input", str(data), *kind_args, "--assistant-url", srv.base_url + url,
                                    "--assistant-retries", "0", "--output", str(tmp_path / name)])
-                assert target.count() == 0, name
-                port = target.port
-        turn = json.loads((tmp_path / name / "dataset.jsonl").read_text())["conversation"][0]
+            assert target.count() == 0, name
+            port = target.port
+        # an empty run: nothing published, its outputs read in the stage it keeps (trial48 B1)
+        turn = json.loads(open(f"{empty.value.kept_stage}/dataset.jsonl").read())["conversation"][0]
         assert turn["assistant"].startswith(f"[ERROR] HTTP 307 redirect (to localhost:{port}) not followed"), \
             (name, turn["assistant"])
