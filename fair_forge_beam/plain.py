@@ -11,7 +11,7 @@ import os
 import re
 from typing import Callable, Mapping, Optional
 
-__all__ = ["plain_reason", "int_digits_reason", "validation_words", "plain_words", "repr_reason", "json_kind", "side_file_error", "has_os_bytes", "shown_text",
+__all__ = ["plain_reason", "int_digits_reason", "validation_words", "plain_words", "repr_reason", "json_kind", "side_file_error", "has_os_bytes", "shown_text", "folder_path",
            "path_name_problem", "first_path_name_problem"]
 
 #: the lone surrogates Python's file-system decoding (``surrogateescape``) makes of bytes it cannot decode
@@ -454,3 +454,13 @@ def _reason(exc: BaseException) -> str:
         return first
     words = re.sub(r"(?<!^)(?=[A-Z])", " ", name).lower().replace(" error", "").strip()
     return f"an unexpected {words} failure" if words else "an unexpected error"
+
+
+def folder_path(path: str) -> str:
+    """A folder's path or URL as every command names and opens it: its trailing slashes dropped
+    (``out/`` is ``out``, ``gs://b/x/`` is ``gs://b/x``), the root staying the root (``/`` and ``//``
+    are ``/``; trial48 B3: ``trend --output /`` wrote into the current folder, as ``"/".rstrip("/") or
+    "."`` is ``.``), an empty path the current folder ``.``. The one such normalisation of the package."""
+    if not path:
+        return "."
+    return path.rstrip("/") or "/"

@@ -72,7 +72,7 @@ from fair_forge_beam.io.session_stats import HASH_PIECE, file_digest, not_stored
 from fair_forge_beam.options import RUN_ONLY_OPTIONS, option as declared_option, number_type
 from fair_forge_beam.io.edge import CompressedDataError, open_input, read_all  # read_all: whole files in pieces: Beam's .gz reader stops at 16 MiB
 from fair_forge_beam.quoting import quoted
-from fair_forge_beam.reports.layout import folder_path
+from fair_forge_beam.plain import folder_path
 
 __all__ = ["run", "main", "audit_manifest", "resolve_runs", "audit_runs_of", "check_no_overlap", "find_overlap",
            "seal_manifest", "is_hidden",

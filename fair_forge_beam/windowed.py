@@ -38,7 +38,7 @@ from apache_beam.transforms import window as _window
 from apache_beam.utils.timestamp import Timestamp
 
 from fair_forge_beam.engine import apply_metrics
-from fair_forge_beam.reports.layout import folder_path
+from fair_forge_beam.plain import folder_path
 from fair_forge_beam.io.read import ReadInteractions, records_to_interactions
 from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
 from fair_forge_beam.io.write import write_window_files

@@ -159,7 +159,7 @@ def test_the_root_as_output_is_the_root_and_refused_by_every_command(command, ou
 @pytest.mark.parametrize("given, folder", [("/", "/"), ("//", "/"), ("out/", "out"), ("gs://b/x/", "gs://b/x"), ("", "."),
                                            ("/results.json", "/results.json")])
 def test_folder_path_keeps_the_root_the_root(given, folder):
-    from fair_forge_beam.reports.layout import folder_path
+    from fair_forge_beam.plain import folder_path
 
     assert folder_path(given) == folder
 

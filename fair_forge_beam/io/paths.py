@@ -11,7 +11,7 @@ import sys
 from typing import Any, Optional, Sequence
 
 from fair_forge_beam.quoting import quoted
-from fair_forge_beam.reports.layout import folder_path
+from fair_forge_beam.plain import folder_path
 
 __all__ = ["check_apart", "check_output_file", "same_folder"]
 

@@ -55,7 +55,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 from fair_forge_beam.options import RUN_ONLY_OPTIONS
 from fair_forge_beam.reports.estimates import counts_for, direction, info_of, iter_estimates, sessions_of
 from fair_forge_beam.quoting import fixed, shown_key
-from fair_forge_beam.reports.layout import folder_path
+from fair_forge_beam.plain import folder_path
 from fair_forge_beam.reports.summary import pad, printable
 from fair_forge_beam.statistical.compare import METHODS, difference
 from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare

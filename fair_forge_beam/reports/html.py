@@ -48,7 +48,7 @@ from typing import Any, Optional, Sequence, Union
 
 from fair_forge_beam.quoting import fixed, fixed_estimate
 from fair_forge_beam.reports.estimates import counts_for, iter_estimates, value_range
-from fair_forge_beam.reports.layout import folder_path
+from fair_forge_beam.plain import folder_path
 from fair_forge_beam.reports.load import run_config
 from fair_forge_beam.reports.summary import REPORT_UNSCORED_NAMES, left_out_what, unscored_assistants, unscored_words  # noqa: F401 - here too
 from fair_forge_beam.statistical.compare import normal_quantile

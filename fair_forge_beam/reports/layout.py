@@ -3,7 +3,7 @@ checks and the launcher read it before any pipeline exists). Shard folders end i
 content is described in :mod:`fair_forge_beam.reports.results` and docs/data.md."""
 from __future__ import annotations
 
-__all__ = ["OUTPUT_FILES", "STAGE_MARK", "folder_path", "run_id_of"]
+__all__ = ["OUTPUT_FILES", "STAGE_MARK", "run_id_of"]
 
 #: what the main job writes under --output, in the order the console lists them
 OUTPUT_FILES = ("results.json", "results.parquet/", "sessions/", "slices/", "dead_letter/", "data_quality/", "run_info.json",
@@ -21,12 +21,3 @@ def run_id_of(stage: str) -> str:
     return stage.rstrip("/").rsplit(STAGE_MARK, 1)[-1]
 
 
-
-def folder_path(path: str) -> str:
-    """A folder's path or URL as every command names and opens it: its trailing slashes dropped
-    (``out/`` is ``out``, ``gs://b/x/`` is ``gs://b/x``), the root staying the root (``/`` and ``//``
-    are ``/``; trial48 B3: ``trend --output /`` wrote into the current folder, as ``"/".rstrip("/") or
-    "."`` is ``.``), an empty path the current folder ``.``. The one such normalisation of the package."""
-    if not path:
-        return "."
-    return path.rstrip("/") or "/"

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping, NamedTuple, Optional
 
 from fair_forge_beam.options import CI_LEVEL, SEED
 from fair_forge_beam.reports.estimates import iter_estimates
-from fair_forge_beam.reports.layout import folder_path
+from fair_forge_beam.plain import folder_path
 
 __all__ = ["RunConfig", "run_config", "load_results", "read_results", "read_baseline", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
            "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "read_sessions", "load_sessions", "session_files",

@@ -41,9 +41,9 @@ import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
-from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, folder_path, run_id_of
+from fair_forge_beam.reports.layout import OUTPUT_FILES, STAGE_MARK, run_id_of
 from fair_forge_beam.console import OutputFolderError
-from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.plain import folder_path, plain_reason
 from fair_forge_beam.quoting import quoted
 
 __all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "KEPT_MARK", "TEMPORARY_PATTERNS", "RUN_MARKS", "check_no_other_run", "is_owned_name",
@@ -188,7 +188,7 @@ def _has_temporary_part(rel: str) -> bool:
 
 def _normalise(output: str) -> str:
     """Trailing slashes dropped; ``/`` stays the root (it became ``.``, the current folder):
-    :func:`~fair_forge_beam.reports.layout.folder_path`."""
+    :func:`~fair_forge_beam.plain.folder_path`."""
     return folder_path(output)
 
 

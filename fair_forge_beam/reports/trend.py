@@ -62,8 +62,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from fair_forge_beam.reports.estimates import counts_for, direction, value_range
-from fair_forge_beam.plain import path_name_problem, plain_reason
-from fair_forge_beam.reports.layout import folder_path
+from fair_forge_beam.plain import folder_path, path_name_problem, plain_reason
 from fair_forge_beam.quoting import fixed, quoted
 from fair_forge_beam.reports.summary import format_estimate
 from fair_forge_beam.schemas.metric_info import dotted_get
