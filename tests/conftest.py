@@ -18,6 +18,25 @@ settings.load_profile("ci")
 SESSION_TMP_ENV = "FAIR_FORGE_TEST_SESSION_TMP"
 
 
+def _ctrl_c_at_its_default() -> None:
+    """SIGINT at Python's default handler in this test process, so that every process a test starts
+    takes a Ctrl-C as from a terminal: a shell's background job (CI's) starts with SIGINT ignored, which
+    a child inherits through ``exec`` while a handler is reset to the default there. The tests set it
+    so in the child with a ``preexec_fn`` before; that makes ``subprocess`` fork instead of ``vfork``,
+    and gRPC's fork handlers (a Beam runner's threads in this process) then wrote
+    ``ev_epoll1_linux.cc … epoll_wait error: Bad file descriptor`` into the child's stderr before its
+    first line (test_interrupts, once in a loaded full run; the package never uses ``preexec_fn``:
+    beam_pipeline). Only the main thread may set it: an xdist worker's and a plain session's both are."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_ctrl_c_at_its_default()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
     """Give the test session a temporary folder of its own (``fair-forge-tests-*`` in the system's),

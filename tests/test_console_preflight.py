@@ -263,8 +263,7 @@ def test_sigint_mid_run_is_one_line_and_leaves_no_stage(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "pipelines.audit", "--input", str(src), "--metrics", "humanity",
                              "--output", str(out), f"--runner={FNAPI}", "--progress-interval", "1"], cwd=tmp_path,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not any(p.name.endswith(".lock") for p in tmp_path.iterdir()):
         time.sleep(0.2)

@@ -68,7 +68,7 @@ def test_an_interrupt_while_the_judge_hangs_ends_the_run_in_seconds(tmp_path, si
     out.mkdir()
     (out / "results.json").write_text("{\"before\": true}", encoding="utf-8")  # an earlier run's output
     with ScriptedOpenAIServer(lambda req: Reply(content="{}", drip=30, drip_headers=True)) as srv:
-        proc = context_audit(tmp_path, srv, out, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+        proc = context_audit(tmp_path, srv, out)
         deadline = time.time() + 180
         while time.time() < deadline and not srv.count():  # the judge has its first call: it hangs
             time.sleep(0.2)
@@ -108,8 +108,7 @@ def test_an_interrupt_after_publishing_leaves_the_outputs_complete(tmp_path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipelines.audit", "--input", str(HH), "--metrics", "humanity", "--output", str(out),
              f"--runner={FNAPI}"],
-            cwd=tmp_path, env=_env(), stdout=write_end, stderr=subprocess.PIPE, text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+            cwd=tmp_path, env=_env(), stdout=write_end, stderr=subprocess.PIPE, text=True)
         os.close(write_end)
         deadline = time.time() + 240
         while time.time() < deadline and not ((out / "results.json").exists() and not _leftovers(tmp_path, out)):
@@ -279,8 +278,7 @@ def test_an_interrupt_while_the_command_still_imports_is_one_line(tmp_path, how,
         argv = [sys.executable, "-c", _SLOW_IMPORTS + "sys.argv[1:] = " + repr(args) + "; " + _ENTRY[how]]
     # a terminal's Ctrl-C: SIGINT at its default disposition (a background job of a script ignores it)
     # (cwd: a folder without the audit's default output folder, which the python -m line names)
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = proc.stderr.readline()
     assert first.strip() == "importing", first
     proc.send_signal(getattr(signal, name))
@@ -663,8 +661,7 @@ def test_a_package_module_command_takes_an_interrupt_while_it_imports_in_one_lin
     assert {"fair_forge_beam.rollup", "fair_forge_beam.reports.compare"} <= set(_package_module_commands())
     argv = [sys.executable, "-c", _SLOW_IMPORTS + f"sys.argv[1:] = [{str(tmp_path / 'no-run-*')!r}]; import runpy; "
             f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr.readline().strip() == "importing"
     proc.send_signal(getattr(signal, name))
     _, err = proc.communicate(timeout=120)
@@ -702,8 +699,7 @@ def test_a_test_tool_takes_an_interrupt_while_it_imports_in_one_line(tmp_path, m
     Now one line, exit code 130 / 143, and no process of theirs left."""
     argv = [sys.executable, "-c", _SLOW_ARGPARSE + f"sys.argv[1:] = {_TEST_TOOLS[module]!r}; import runpy; "
             f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr.readline().strip() == "importing"
         run = _tree(proc.pid)
@@ -743,8 +739,7 @@ def test_the_scripted_server_interrupted_while_it_starts_closes_its_port_in_one_
     module = "fair_forge_beam.testing.openai_server"
     argv = [sys.executable, "-c", _SLOW_BIND + "sys.argv[1:] = ['--port', '0']; import runpy; "
             f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         said = proc.stderr.readline().split()
         assert said[:1] == ["bound"], said
@@ -763,8 +758,7 @@ def test_the_scripted_server_interrupted_while_it_starts_closes_its_port_in_one_
         s.bind(("127.0.0.1", port))  # free again
     # served, Ctrl-C stops it as before
     proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0"], cwd=tmp_path, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().startswith("serving http://127.0.0.1:")
         proc.send_signal(signal.SIGINT)

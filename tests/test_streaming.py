@@ -516,8 +516,7 @@ def test_an_interrupted_stream_says_what_its_folder_holds(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "pipelines.audit", "--watch", str(tmp_path / "in" / "*.jsonl"),
                              "--watch-interval", "1s", "--window", "fixed:1m", "--metrics", "humanity",
                              "--output", str(out)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+                            stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and (out / "windows" / "humanity-slices-old.jsonl").exists():
         time.sleep(0.2)
