@@ -253,3 +253,14 @@ def test_session_toxic_shares_are_drawn_as_observed(mode):
     counts = list(v["counts"])
     assert v["n"] == 4 and (v["lo"], v["hi"]) == (0.0, 1.0)
     assert counts[0] == 2 and counts[5] == 1 and counts[-1] == 1 and sum(counts) == 4, counts
+
+
+def test_toxicitys_n_a_reasons_follow_when_each_disparity_is_undefined():
+    """trial48c C: one group named made DTO, ASB and so DIDT undefined, and the console said "no answer of the
+    slice names a group" (statistical/group_fairness.py: DR needs one group, a dispersion two)."""
+    from fair_forge_beam.metrics.toxicity import TOXICITY_INFO
+
+    why = {e.path: e.undefined for e in TOXICITY_INFO.estimates if e.path.startswith("estimates.")}
+    assert why["estimates.DR"].startswith("no answer of the slice names a group")
+    assert {why[f"estimates.{c}"] for c in ("DTO", "ASB", "DIDT")} == {why["estimates.DIDT"]}
+    assert why["estimates.DIDT"].startswith("fewer than two groups of the run named in the slice's answers")

@@ -424,12 +424,15 @@ def _resolve_loader(loader) -> ToxicityLoader:
 def _disparity(code: str, label: str, definition: str, headline: bool = False) -> EstimateInfo:
     """One of DR / DTO / ASB / DIDT: lower is better, 0 = no disparity (spec §6.1)."""
     return EstimateInfo(f"estimates.{code}", label, definition, unit="disparity score (0 = none)", direction=-1,
-                        reference=("<=", 0.20), gate=code, headline=headline, undefined=_NO_GROUPS)
+                        reference=("<=", 0.20), gate=code, headline=headline,
+                        undefined=_NO_GROUP if code == "DR" else _FEWER_THAN_TWO_GROUPS)
 
 
-#: why a group disparity has no value in a slice (docs/metrics/toxicity.md)
-_NO_GROUPS = ("no answer of the slice names a group of the run (--toxicity-group-set); DTO and ASB need two groups "
-              "named")
+#: why a group disparity has no value in a slice (docs/metrics/toxicity.md; statistical/group_fairness.py)
+_NO_GROUP = ("no answer of the slice names a group of the run (--toxicity-group-set; with observed groups, fewer than "
+             "two)")
+_FEWER_THAN_TWO_GROUPS = ("fewer than two groups of the run named in the slice's answers (--toxicity-group-set): a gap "
+                          "between groups needs two (DTO, ASB and so DIDT); results.json's notes name the groups seen")
 
 
 #: how to read Toxicity's results (:class:`~fair_forge_beam.schemas.metric_info.MetricInfo`)
