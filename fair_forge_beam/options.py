@@ -910,14 +910,19 @@ def options_given(parser: argparse.ArgumentParser, args: Sequence[str],
 
 
 def given_twice(parser: argparse.ArgumentParser, args: Sequence[str],
-                other: Optional[Callable[[str], Optional[argparse.Action]]] = None) -> Optional[str]:
+                other: Optional[Callable[[str], Optional[argparse.Action]]] = None,
+                passed_on: bool = False) -> Optional[str]:
     """One line when ``args`` give a single-valued option more than once (issue 28: ``--mode
     frequentist --mode bayesian`` ran Bayesian, the last one, without a word), else ``None``:
     ``--mode given twice: 'frequentist', then 'bayesian'; give it once``. Options meant to repeat
     (any action but :data:`SINGLE_VALUED_ACTIONS`: ``--input``, ``--gate``) may repeat; a flag repeated means the same
     (``--quiet --quiet``), but two flags that set one value differently (Beam's
     ``--save_main_session --no_save_main_session``) are refused. ``other``: as in
-    :func:`options_given`. Every :class:`OneLineErrorParser` checks the arguments it is given;
+    :func:`options_given`. ``passed_on``: ``parser``'s options are those a command passes to Beam
+    (:func:`beam_arguments_problem`'s parser of Beam's options): their values are shown as the command line shows
+    them, by :func:`shown_value` with ``own`` false (trial48c B: the Python API's ``pipeline_args`` named both values
+    of ``--service_account_email`` given twice, the command line their lengths). Every :class:`OneLineErrorParser`
+    checks the arguments it is given;
     the main job checks the command line's own, before a ``--config`` file's values are added
     (a file's value that the command line also gives is replaced by it:
     :func:`fair_forge_beam.audit_config.expand_argv`)."""
@@ -935,7 +940,7 @@ def given_twice(parser: argparse.ArgumentParser, args: Sequence[str],
                 continue  # the same flag again: the same meaning
             return f"{name0} and {name} both given: they set one value in opposite ways; give one of them"
         spelt = name0 if name0 == name else f"{name0} (as {name})"
-        own = any(a is action for a in parser._actions)
+        own = not passed_on and any(a is action for a in parser._actions)
         return (f"{spelt} given twice: {shown_value(action, val0, own)}, then {shown_value(action, val, own)}; "
                 "give it once")
     return None
@@ -2236,7 +2241,7 @@ def beam_arguments_problem(beam_args: Sequence[str], parser: Optional[argparse.A
 
     No network, no credentials (a few ms)."""
     args = list(beam_args)
-    problem = OneLineErrorParser.undecodable_argument(args) or given_twice(_beam_parser(), args)
+    problem = OneLineErrorParser.undecodable_argument(args) or given_twice(_beam_parser(), args, passed_on=True)
     if problem:
         return problem
     problem = beam_value_problem(args)

@@ -129,3 +129,25 @@ def test_every_python_entry_refuses_before_anything_runs(case, tmp_path, no_netw
             entry(CASES[case])
         said = said or str(exc.value)
         assert str(exc.value) == said and said.startswith("pipeline_args: "), (name, str(exc.value))
+
+
+def test_every_beam_option_given_twice_is_worded_by_both_alike(tmp_path, capsys, no_network):
+    """trial48c B: ``--service_account_email`` given twice (also ``--dataflow_kms_key``, ``--temp_location``,
+    ``--runner``) named both values through the Python API, "given twice: 'hunter2pass', then 'Passw0rd!x'", while
+    the command line showed their lengths only (docs/cli.md: any option passed to Beam shows each value's length
+    only). Every single-valued option of Beam's, given twice: the same line from both."""
+    from fair_forge_beam.options import SINGLE_VALUED_ACTIONS, _beam_parser
+
+    flags = sorted({a.option_strings[0] for a in _beam_parser()._actions
+                    if a.option_strings and a.nargs != 0 and isinstance(a, SINGLE_VALUED_ACTIONS)})
+    assert len(flags) > 50 and "--service_account_email" in flags, flags
+    differ = []
+    for flag in flags:
+        beam = [f"{flag}=hunter2pass", f"{flag}=Passw0rd!x"]
+        line = _cli_line(beam, tmp_path, capsys)
+        with pytest.raises(ValueError) as exc:
+            checked_pipeline_args(beam)
+        if str(exc.value) != f"pipeline_args: {line}":
+            differ.append((flag, line, str(exc.value)))
+    assert not differ, (len(differ), differ[:3])
+    assert "hunter2pass" not in line and "a text of 11 characters (not shown" in line, line
