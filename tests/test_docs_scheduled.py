@@ -160,8 +160,8 @@ def second_night(first_night, tmp_path_factory):
 def test_nightly_script_runs_three_nights_with_an_empty_one(first_night, tmp_path):
     """The page's nightly.sh, as written, for three nights: the first audits and rolls up (exit 0),
     the second has an empty export (exit 4: nothing published, the first night's folder
-    untouched), the third gates against the first (the previous published night) and the week
-    rolls up both nights."""
+    untouched, the empty night's own outputs kept unpublished in its stage beside, trial48 B1), the
+    third gates against the first (the previous published night) and the week rolls up both nights."""
     done, first = first_night  # the first night: night("2026-12-01") with lines [0, 10)
     assert first.returncode == 0, first.stderr[-3000:]
     night = _nightly(tmp_path, {"2026-12-02": (0, 0), "2026-12-03": (10, 20)}, after=done)
@@ -170,10 +170,14 @@ def test_nightly_script_runs_three_nights_with_an_empty_one(first_night, tmp_pat
     empty = night("2026-12-02")
     assert empty.returncode == 4, empty.stderr[-3000:]
     assert "empty run" in empty.stderr
-    assert {p: p.read_bytes() for p in sorted((tmp_path / "audits").rglob("*")) if p.is_file()} == before
+    (kept,) = [p for p in (tmp_path / "audits").iterdir() if p.name.startswith("2026-12-02.staging-")]
+    assert f"kept unpublished in {kept}" in " ".join(empty.stderr.split())
+    assert (kept / "_EMPTY_RUN").read_text(encoding="utf-8").startswith("no input record")
+    assert {p: p.read_bytes() for p in sorted((tmp_path / "audits").rglob("*"))
+            if p.is_file() and kept not in p.parents} == before  # nothing else changed
     third = night("2026-12-03")
     assert third.returncode == 0, third.stderr[-3000:]
-    assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-12-01", "2026-12-03"]
+    assert sorted(p.name for p in (tmp_path / "audits").iterdir()) == ["2026-12-01", kept.name, "2026-12-03"]
     gates = json.loads((tmp_path / "audits" / "2026-12-03" / "gates.json").read_text(encoding="utf-8"))
     assert gates["n_gates"] == 5 and gates["passed"]  # 2 coverage (dead letters, rejected at read), assistants of the baseline, 2 regressions
     _assert_regressions(gates)
