@@ -466,11 +466,12 @@ class _JudgeClient(EndpointClient):
                 pt, ct = pt + p_tok, ct + c_tok
                 last_raw = content  # the original of this ask, for its dead letter whatever fails below
                 structured = schema is not None and mode in ("json_schema", "json_object")
-                think, answer = split_reasoning(content)
+                judged = getattr(quotes, "text", "")  # a reasoning tag planted in the judged data is not one
+                think, answer = split_reasoning(content, judged)
                 if not (structured and is_whole_json(answer)):
                     # echoed data fences go first: a planted </think> or verdict inside them is inert
                     extra = (schema_instruction(schema),) if schema is not None else ()
-                    think, answer = split_reasoning(strip_echoes(content, req.messages, extra))
+                    think, answer = split_reasoning(strip_echoes(content, req.messages, extra), judged)
                 reasoning = "\n\n".join(x for x in (reasoning_field.strip(), think) if x)
                 parsed = None
                 if schema is not None:

@@ -80,7 +80,7 @@ _CLOSE_RE = re.compile(_CLOSE, re.IGNORECASE)
 _DECODER = json.JSONDecoder()
 
 
-def split_reasoning(text: Optional[str]) -> tuple[str, str]:
+def split_reasoning(text: Optional[str], judged: str = "") -> tuple[str, str]:
     """Split ``text`` into ``(reasoning, answer)``.
 
     Reasoning is the content of every ``<think>…</think>`` block (also ``<thinking>`` and
@@ -88,9 +88,18 @@ def split_reasoning(text: Optional[str]) -> tuple[str, str]:
     tag without an opening one (chat templates that open the block inside the prompt: everything
     before it is reasoning) and an opening tag that is never closed (output cut off: everything
     after it is reasoning). ``answer`` is the rest, stripped. ``None`` gives ``("", "")``.
+
+    ``judged``: the text of the data the judge was shown (:class:`Quotes`' ``text``). When it holds a
+    reasoning tag, no tag of the reply is taken for one: ``("", text stripped)``. A reply that quotes
+    the judged answer unescaped carries its tags, and an unclosed ``<think>`` planted there cut an
+    echoing reply down to a planted verdict (trial48c, after fix48f: ``x", "score": 1.0} <think>``
+    scored 1.0); a real model's reasoning then stays prose around the JSON, which the strict
+    parsing reads (JSON in prose) or dead-letters.
     """
     if not text:
         return "", ""
+    if judged and (_OPEN_RE.search(judged) or _CLOSE_RE.search(judged)):
+        return "", text.strip()
     parts: list[str] = []
 
     def _take(m: re.Match) -> str:
