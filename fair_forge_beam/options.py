@@ -1024,7 +1024,7 @@ def _named_folder(flag: str):
     """A check of a folder option: not empty (``--output ''`` was the current folder, and a run
     replaced the user's own files there; :func:`fair_forge_beam.reports.output_folder.empty_output_problem`
     says the same for the commands outside this table)."""
-    return lambda v: f"{flag} is empty: name the output folder (write '.' for the current folder)" if not str(v).strip() else None
+    return lambda v: f"{flag} is empty: name the output folder (e.g. {flag} ./out)" if not str(v).strip() else None
 
 
 def url_key_option(flag: str) -> str:

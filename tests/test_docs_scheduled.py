@@ -201,6 +201,7 @@ def test_nightly_script_after_a_killed_night(first_night, tmp_path):
     stage = tmp_path / "audits" / "2026-12-02.staging-20261203T023000Z-0badf00d"
     # what the writer has made when the kill comes: the stage and its lock, and some of the files
     shutil.copytree(tmp_path / "audits" / "2026-12-01" / "stats", stage / "stats")
+    (stage / ".fair-forge-stage").write_text('{"stage": "20261203T023000Z-0badf00d"}\n', encoding="utf-8")  # made first
     (stage / "stats" / "manifest.json").write_text('{"stats_schema_version": 1, "conf', encoding="utf-8")  # cut short
     (stage / "results.json").write_text('{"config": {"inputs": ["logs/2026-12-02.json', encoding="utf-8")
     Path(f"{stage}.lock").write_text("", encoding="utf-8")

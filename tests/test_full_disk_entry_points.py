@@ -149,12 +149,13 @@ def test_a_stage_whose_marker_was_cut_short_is_never_published(tmp_path):
     """A full disk while the stage's _SUCCESS was written left it empty (the loop's generated/ stage on a 48 KB
     tmpfs) or half a JSON text; the next run into the folder took the stage for a complete run and published
     it, after the failed run had said nothing was published."""
-    from fair_forge_beam.reports.output_folder import clean_stale_stages, new_stage_path
+    from fair_forge_beam.reports.output_folder import clean_stale_stages, mark_stage, new_stage_path
 
     out = tmp_path / "out"
     for marker in (b"", b'{"run": "2026'):
         stage = Path(new_stage_path(str(out)))
         stage.mkdir()
+        mark_stage(str(stage))  # a run's stage: marked when made (trial48c D)
         (stage / "results.json").write_text("{}", encoding="utf-8")
         (stage / "_SUCCESS").write_bytes(marker)
         assert clean_stale_stages(str(out)) == [str(stage)]
@@ -249,12 +250,11 @@ def test_the_loop_under_a_file_size_limit_says_one_line_and_no_writer_traceback(
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("python -m pipelines.loop: error: the loop stopped: File too large (the file size limit, "
                            "ulimit -f) (in the pipeline's step ") and last.endswith(
-        f"nothing was written ({out / 'audit'} was not created); complete before it: {out / 'generated'}, {out / 'run'}"
-    ), last  # the stages published before it named, as an interrupt's line names them (disk46 left them unsaid)
-    # the stages published before it are whole runs; no stage, no half-written file beside them
-    assert sorted(p.name for p in out.iterdir()) == ["generated", "run"]
-    for stage in ("generated", "run"):
-        assert (out / stage / "_SUCCESS").read_text().startswith('{"run": ')
+        f"nothing was written ({out / 'audit'} was not created)"
+    ), last
+    # the loop's stages publish together or not at all (trial48c F; they were left published, "complete before
+    # it"): generated/ and run/ are taken back, and the folder the loop made goes, nothing half-written left
+    assert not out.exists(), sorted(p.name for p in out.iterdir())
 
 
 def test_a_beam_copy_of_many_files_stopped_by_the_machine_is_the_one_error(tmp_path):

@@ -175,12 +175,16 @@ def test_an_exception_in_the_block_leaves_the_folder_byte_identical(tmp_path):
 def test_a_killed_runs_stage_goes_but_a_running_runs_stage_stays(tmp_path):
     import fcntl
 
+    from fair_forge_beam.reports import output_folder
+
     out = tmp_path / "out"
     killed = tmp_path / "out.staging-20260101T000000Z-0badc0de"
     _write(killed, "results.parquet/beam-temp-part-1/x.parquet", "partial")
+    output_folder.mark_stage(str(killed))  # made by a run of ours: marked when made (trial48c D)
     (tmp_path / "out.staging-20260101T000000Z-0badc0de.lock").write_text("")  # nobody holds it: its run died
     running = tmp_path / "out.staging-20260101T000001Z-00c0ffee"
     _write(running, "results.json", "being written")
+    output_folder.mark_stage(str(running))
     with open(str(running) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another run, still going
         # trial35 T8: a second run into a folder a live run writes is refused (both published, one
@@ -257,6 +261,7 @@ def test_without_an_atomic_exchange_two_renames_and_a_kill_between_them_is_repai
     before = _tree(out)
     previous = tmp_path / "out.previous-20260101T000000Z-12345678"
     out.rename(previous)
+    output_folder.mark_stage(str(previous))  # as the swap marks the previous run after its first rename
     assert output_folder.clean_stale_stages(str(out)) == [str(previous)]
     assert _tree(out) == before and _siblings(out) == []
 
@@ -551,13 +556,14 @@ def test_a_publication_cut_at_its_marker_says_this_runs_outputs_are_copied(store
 
 
 def test_object_store_unfinished_stage_is_left_while_young(store, caplog):
-    from fair_forge_beam.reports.output_folder import STALE_STAGE_HOURS, clean_stale_stages
+    from fair_forge_beam.reports.output_folder import STALE_STAGE_HOURS, clean_stale_stages, mark_stage
 
     out = "memstore://bucket/audits/today"
     young = f"{out}.staging-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-0000abcd"
     old = f"{out}.staging-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(time.time() - 3600 * (STALE_STAGE_HOURS + 1)))}-1111abcd"
     for stage in (young, old):
         store.put(f"{stage}/results.parquet/beam-temp-x/y", b"partial")
+        mark_stage(stage)
     assert clean_stale_stages(out) == [old]
     assert store.keys(young) != [] and store.keys(old) == []
     assert "perhaps by a job still running" in caplog.text

@@ -25,7 +25,8 @@ Staging and publishing (docs/data.md, "What is atomic where")::
 A run killed while its pipeline runs (SIGKILL) leaves only its stage; the next run into the same
 folder removes it (local: unless its run still holds the stage's lock, ``OUT.staging-<id>.lock``;
 object stores: once it is :data:`STALE_STAGE_HOURS` old, as a running Dataflow job's stage looks
-the same). Beam's temporary folders (``beam-temp-*``, ``fileio``'s ``.temp*``) are never published.
+the same). Only a stage of ours is ever removed, completed or put back: one holding :data:`STAGE_OWNER_MARK`,
+written the moment the stage is made (a user's ``OUT.staging-notes/`` is never touched). Beam's temporary folders (``beam-temp-*``, ``fileio``'s ``.temp*``) are never published.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ import fnmatch
 import json
 import logging
 import os
+import re
 import shutil
 import stat
 import time
@@ -49,7 +51,7 @@ from fair_forge_beam.quoting import quoted
 __all__ = ["STALE_OUTPUTS", "OWNED_OUTPUTS", "MARKER", "KEPT_MARK", "TEMPORARY_PATTERNS", "RUN_MARKS", "check_no_other_run", "is_owned_name",
            "STALE_STAGE_HOURS", "check_cache_file", "check_output_folder", "output_option", "empty_output_problem", "staged_output", "new_stage_path",
            "publish_stage", "publish_after", "is_stage_path", "run_id_of", "clean_stale_stages", "prepare_output_folder",
-           "finished_run_problem"]
+           "finished_run_problem", "STAGE_OWNER_MARK", "mark_stage", "published_together"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,13 @@ DEEPEST_PATH_BYTES = 256
 
 _STAGE = STAGE_MARK
 _PREVIOUS = ".previous-"
+#: written into a stage the moment it is made, holding its id (``{"stage": "<id>"}``): what makes a folder named
+#: ``OUT.staging-<id>`` (or ``OUT/.staging-<id>``, ``OUT.previous-<id>``) one of ours. A folder or file of such a name
+#: without it — the user's ``OUT.staging-notes/``, a backup ``cp -a OUT OUT.staging-backup``, a file — is never
+#: removed, renamed, published or locked (trial48c D: it was, by name alone). Never published: it is taken out
+#: of the stage before the stage becomes ``OUT``, and left out of a copy
+STAGE_OWNER_MARK = ".fair-forge-stage"
+_STAGE_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
 
 
 def is_owned_name(name: str) -> bool:
@@ -199,7 +208,7 @@ def empty_output_problem(output: Any, option: str = "--output") -> Optional[str]
     hostile-tester trial 3). Every command refuses it (:func:`check_output_folder`, and the
     ``--output`` option's declared check)."""
     if isinstance(output, str) and not output.strip():
-        return f"{option} is empty: name the output folder (write '.' for the current folder)"
+        return f"{option} is empty: name the output folder (e.g. {option} ./out)"
     return None
 
 
@@ -276,14 +285,82 @@ def _list_files(folder: str) -> list[str]:
 
 
 def _remove_tree(path: str) -> None:
-    """Delete a folder (local) or every object under a prefix (object store); missing is fine."""
+    """Delete a stage of ours: a folder (local) or every object under a prefix (object store); missing is
+    fine. Its :data:`STAGE_OWNER_MARK` goes last: a removal cut short leaves a stage still known as ours."""
     if _is_local(path):
-        if os.path.lexists(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            for entry in os.scandir(path):
+                if entry.name != STAGE_OWNER_MARK:
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path)
+                    else:
+                        os.remove(entry.path)
             shutil.rmtree(path)
         return
-    files = _list_files(path)
+    mark = _fs().join(path, STAGE_OWNER_MARK)
+    files = [f for f in _list_files(path) if f != mark]
     if files:
         _fs().delete(files)
+    if _fs().exists(mark):
+        _fs().delete([mark])
+
+
+def mark_stage(stage: str) -> None:
+    """Write :data:`STAGE_OWNER_MARK` into ``stage`` (a local folder that exists, or an object store's
+    prefix): the one proof that a folder of a stage's name is ours (:func:`_is_ours`)."""
+    kind = _PREVIOUS if _PREVIOUS in stage.rstrip("/").rsplit("/", 1)[-1] else _STAGE
+    with _fs().create(_fs().join(stage, STAGE_OWNER_MARK)) as f:
+        f.write((json.dumps({"stage": _id_of(stage, kind)}) + "\n").encode("utf-8"))
+
+
+def _id_of(path: str, kind: str = _STAGE) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1].rsplit(kind, 1)[-1]
+
+
+def _unmark(stage: str) -> None:
+    """Take the mark out of ``stage`` (local) just before it is published as the output folder."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(stage, STAGE_OWNER_MARK))
+
+
+def _is_ours(path: str, kind: str = _STAGE) -> bool:
+    """Whether ``path``, named like a stage (``kind``: :data:`STAGE_MARK`, or ``.previous-`` for a swap's
+    previous folder), is one a run of ours made: a folder (local: a real one, not a link) holding
+    :data:`STAGE_OWNER_MARK` that names the id its name ends with. Anything else is the user's."""
+    ident = _id_of(path, kind)
+    if not _STAGE_ID.fullmatch(ident):
+        return False
+    mark = _fs().join(path.rstrip("/"), STAGE_OWNER_MARK)
+    try:
+        if _is_local(path):
+            if os.path.islink(path) or not os.path.isdir(path) or not stat.S_ISREG(os.lstat(mark).st_mode):
+                return False
+            with open(mark, "rb") as f:
+                text = f.read(1000)
+        else:
+            if not _fs().exists(mark):
+                return False
+            from fair_forge_beam.io.edge import read_all
+
+            with _fs().open(mark) as f:
+                text = read_all(f)[:1000]
+        return json.loads(text.decode("utf-8")).get("stage") == ident
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _left_unmarked(paths: Iterable[str]) -> None:
+    """Say once per run which folders named like our stages (with a stage id) carry no mark: a stage of a version
+    before the mark (2026-12, trial48c D) or not ours; never touched, as their content cannot be told from a user's."""
+    for path in paths:
+        if _STAGE_ID.fullmatch(_id_of(path, _PREVIOUS if _PREVIOUS in path.rsplit("/", 1)[-1] else _STAGE)) \
+                and not path.endswith(".lock") and path not in _WARNED:
+            _WARNED.add(path)
+            log.warning("left %s: named like a stage but without its mark %s (an earlier version's stage, or not a run's): "
+                        "never removed by a run; remove it yourself if it is not yours", path, STAGE_OWNER_MARK)
+
+
+_WARNED: set = set()
 
 
 def _remove_temporaries(folder: str) -> None:
@@ -419,10 +496,32 @@ def _name_problem(path: str) -> Optional[str]:
     return None
 
 
+def _holds_current_folder(out: str, option: str) -> Optional[str]:
+    """Why a command that publishes ``out`` whole (a stage exchanged with it) may not write there: ``out`` is the
+    current folder or holds it, so the run would replace the folder the user's shell is in (trial48c A: after
+    ``--output .`` the shell sat in a deleted folder, and the next run failed with a traceback). A mount point is
+    published in place (its stage inside, copied): being in it is fine, not in a folder under it. ``None``: fine."""
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:
+        return None  # no current folder: nothing of it to replace
+    target = os.path.realpath(out)
+    inside = os.path.commonpath([here, target]) == target
+    if not inside or (here == target and _stage_inside(target)):
+        return None
+    what = "is the current folder" if here == target else f"holds the current folder ({quoted(here, 80)})"
+    return (f"{option} {quoted(out)} {what}: a run replaces its output folder whole, which would leave this shell in "
+            f"a deleted folder; give a folder inside it (e.g. {option} ./out) or run from another folder")
+
+
 def _check_local_output(out: str, reads: Sequence[str], staged: bool, may_hold_reads: bool, option: str) -> str:
     if os.path.realpath(out) == "/":  # every command alike (trial48 B3: trend --output / wrote into the current folder)
         raise ValueError(f"{option} {quoted(out)} is the root of the file system: give a folder for the outputs "
                          f"(e.g. {option} ./out)")
+    if staged:
+        problem = _holds_current_folder(out, option)
+        if problem:
+            raise ValueError(problem)
     # the longest path the run makes: its stage's lock file beside it (or inside a mount point)
     longest = (new_stage_path(out) + ".lock") if staged else os.path.join(out, "results.json")
     problem = _name_problem(longest)
@@ -630,22 +729,103 @@ def _swaps(stage: str, target: str) -> bool:
 def _swap(stage: str, target: str, run_id: str, owned: tuple) -> None:
     _write_marker(stage, run_id)
     if not os.path.lexists(target):
+        _unmark(stage)  # the mark is never published
         os.rename(stage, target)
+        if _HELD is not None:
+            _HELD.append((stage, target))  # nothing was there: undone by taking it away
         return
     _carry_user_files(target, stage, owned)
     from fair_forge_beam.io.write import keep_metadata
 
+    _unmark(stage)
     keep_metadata(target, stage)  # the folder keeps its mode, setgid bit, group and ACLs (trial37 T4)
     try:
         _exchange(stage, target)
         old = stage
     except OSError as exc:
         if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+            with contextlib.suppress(OSError):
+                mark_stage(stage)  # not published: the stage is ours still
             raise
         old = f"{target}{_PREVIOUS}{run_id}"  # no atomic exchange here: two renames (repaired if killed between)
         os.rename(target, old)
+        with contextlib.suppress(OSError):
+            mark_stage(old)  # the previous run, known as ours: put back by the next run if killed here
         os.rename(stage, target)
-    shutil.rmtree(old, onerror=lambda _f, p, e: log.warning("could not remove %s of the previous run: %s", p, e[1]))
+    with contextlib.suppress(OSError):  # the previous content, now at the stage's path, is still known as ours
+        mark_stage(old)
+    if _HELD is not None:  # published together with the command's other folders: kept until they all are
+        _HELD.append((old, target))
+        return
+    with contextlib.suppress(OSError):
+        _remove_tree(old)
+    if os.path.lexists(old):
+        log.warning("could not remove all of %s (the previous run's files)", old)
+
+
+#: the previous contents of the folders published so far inside :func:`published_together` (``(path, folder)``:
+#: ``path`` holds what ``folder`` held, missing when it did not exist), else None
+_HELD: Optional[list] = None
+
+
+@contextlib.contextmanager
+def published_together() -> Iterator[None]:
+    """Publish the local folders a command of several stages writes (the loop's ``generated/``, ``run/``, ``audit/``)
+    together or not at all: inside the block each publication keeps the folder's previous content (at its stage's
+    path, marked as ours); when the block ends normally they are removed, on an exception (a later stage's empty
+    run, a failure, Ctrl-C) every folder published in the block is given its previous content back, last first, by
+    the same one-call exchange, and the run's lines no longer name it as published (trial48c F: an empty loop run
+    left the new ``generated/`` beside the old ``run/`` and ``audit/``). A folder published by copy (an object store,
+    a mount point) cannot be taken back: it is published as before. A process killed inside the block (SIGKILL)
+    leaves the folders published so far, their previous contents removed by the next run."""
+    global _HELD
+    if _HELD is not None:
+        yield
+        return
+    _HELD = held = []
+    try:
+        yield
+    except BaseException:
+        _HELD = None
+        from fair_forge_beam.console import forget_published, uninterrupted
+
+        with uninterrupted():
+            for old, target in reversed(held):
+                try:
+                    _take_back(old, target)
+                    forget_published(target)
+                except OSError as exc:
+                    log.warning("could not give %s its previous content back (%s): it holds this run's; the previous "
+                                "content is kept in %s", target, plain_reason(exc), old)
+        raise
+    finally:
+        _HELD = None
+    for old, _ in held:
+        with contextlib.suppress(OSError):
+            _remove_tree(old)
+
+
+def _take_back(old: str, target: str) -> None:
+    """Give ``target`` the previous content kept at ``old`` (a publication inside :func:`published_together`)."""
+    if not os.path.lexists(old):  # the folder did not exist before: this run's goes
+        os.rename(target, old)
+        with contextlib.suppress(OSError):
+            mark_stage(old)
+        _remove_tree(old)
+        return
+    try:
+        _exchange(old, target)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+            raise
+        away = f"{target}{_PREVIOUS}{_id_of(old)}"
+        os.rename(target, away)
+        os.rename(old, target)
+        old = away
+    _unmark(target)
+    with contextlib.suppress(OSError):
+        mark_stage(old)
+    _remove_tree(old)
 
 
 def _exchange(a: str, b: str) -> None:
@@ -689,8 +869,8 @@ def _carry_user_files(old: str, new: str, owned: tuple) -> None:
     patterns = [n for n in owned if _is_pattern(n)]
     for entry in os.scandir(old):
         name = entry.name
-        if _is_temporary(name) or name.startswith(_STAGE):
-            continue
+        if _is_temporary(name) or name == STAGE_OWNER_MARK or (name.startswith(_STAGE) and _is_ours(entry.path)):
+            continue  # a stage of ours inside (a former mount point's) is not carried; a user's folder of such a name is
         if any(fnmatch.fnmatchcase(name, p) for p in patterns):
             continue  # an earlier run's shard of ours (another shard count): never carried into the new run
         if name not in names and not os.path.lexists(os.path.join(new, name)):
@@ -730,7 +910,7 @@ def _copy_publish(stage: str, target: str, run_id: str, owned: tuple, named: str
     local = _is_local(target)
     if not _read_marker(stage):
         _write_marker(stage, run_id)  # the stage is complete: a run killed below is completed from it
-    files = [p for p in _list_files(stage) if p != fs.join(stage, MARKER)]
+    files = [p for p in _list_files(stage) if p not in (fs.join(stage, MARKER), fs.join(stage, STAGE_OWNER_MARK))]
     # from the marker's removal on the folder is neither the previous run's nor this one's until the new marker is
     # written: a failure or a kill says so, saying what was done (note_cut), and keeps the stage, which the next
     # run completes the publication from; a failure before it leaves the previous run whole, and is said so
@@ -789,10 +969,14 @@ def publish_after(written: list, stage: str, out: str, prepare: Optional[Callabl
     from fair_forge_beam._beam import beam
 
     pipeline = written[0].pipeline
+    # the job marks its stage as ours (STAGE_OWNER_MARK) in a step of its own, before the publication (a side input
+    # of it): the launcher writes nothing, and a later run removes a killed job's stage only when it is marked
+    marked = pipeline | "StageOnce" >> beam.Create([stage]) | "MarkStage" >> beam.Map(mark_stage)
     return (
         pipeline
         | "PublishOnce" >> beam.Create([None])
-        | "Publish" >> beam.Map(_publish_when_written, stage, out, prepare, *[beam.pvalue.AsList(w) for w in written])
+        | "Publish" >> beam.Map(_publish_when_written, stage, out, prepare,
+                                *[beam.pvalue.AsList(w) for w in [*written, marked]])
     )
 
 
@@ -811,27 +995,32 @@ def clean_stale_stages(out: str) -> list[str]:
     if _is_local(target):
         import glob
 
-        for prev in sorted(glob.glob(glob.escape(target) + _PREVIOUS + "*")):
+        previous = sorted(glob.glob(glob.escape(target) + _PREVIOUS + "*"))
+        _left_unmarked(p for p in previous if not _is_ours(p, _PREVIOUS))
+        for prev in (p for p in previous if _is_ours(p, _PREVIOUS)):
             if not os.path.lexists(target) and _read_marker(prev) is not None:
+                _unmark(prev)
                 os.rename(prev, target)
             else:
-                shutil.rmtree(prev, ignore_errors=True)
+                _remove_tree(prev)
             handled.append(prev)
-        stages = glob.glob(glob.escape(target) + _STAGE + "*") + glob.glob(os.path.join(glob.escape(target), _STAGE + "*"))
-        for stage in sorted(s for s in stages if not s.endswith(".lock")):
+        stages = sorted(_local_stages(target))
+        _left_unmarked(s for s in stages if not _is_ours(s))
+        for stage in (s for s in stages if _is_ours(s)):
             with _stage_lock(stage, wait=False) as mine:
                 if not mine:
                     continue  # a running run's stage
                 _settle(stage, target)
                 handled.append(stage)
         for lock in glob.glob(glob.escape(target) + _STAGE + "*.lock"):  # a lock whose stage is gone
-            if not os.path.lexists(lock[:-len(".lock")]):
+            if not os.path.lexists(lock[:-len(".lock")]) and _is_our_lock(lock):
                 with _stage_lock(lock[:-len(".lock")], wait=False):
                     pass  # removed on release when no process holds it
         return handled
     paths = (m.path for m in _fs().match([f"{target}{_STAGE}*/**"])[0].metadata_list)
     roots = sorted({f"{target}{_STAGE}" + p[len(target) + len(_STAGE):].split("/", 1)[0] for p in paths})
-    for stage in roots:
+    _left_unmarked(s for s in roots if not _is_ours(s))
+    for stage in (s for s in roots if _is_ours(s)):
         age = _stage_age_hours(stage)
         kept = _fs().exists(_fs().join(stage, KEPT_MARK))  # an empty run's: it ended, its stage may go now
         if _read_marker(stage) is None and not kept and (age is None or age < STALE_STAGE_HOURS):
@@ -841,6 +1030,30 @@ def clean_stale_stages(out: str) -> list[str]:
         _settle(stage, target)
         handled.append(stage)
     return handled
+
+
+def _local_stages(target: str) -> list:
+    """The local paths named like a stage of ``target`` (beside it, or inside it for a mount point), locks left out:
+    candidates only, ours when :func:`_is_ours`."""
+    import glob
+
+    stages = glob.glob(glob.escape(target) + _STAGE + "*") + glob.glob(os.path.join(glob.escape(target), _STAGE + "*"))
+    return [s for s in stages if not s.endswith(".lock")]
+
+
+def _is_our_lock(lock: str) -> bool:
+    """Whether ``lock``, whose stage is gone, is a stage lock a run of ours left: a regular file named after a stage
+    id, empty or holding the holder's line (:func:`_stage_lock`); a user's file of such a name is not."""
+    if not _STAGE_ID.fullmatch(_id_of(lock[:-len(".lock")])):
+        return False
+    try:
+        if not stat.S_ISREG(os.lstat(lock).st_mode) or os.lstat(lock).st_size > 300:
+            return False
+        with open(lock, "rb") as f:
+            text = f.read()
+    except OSError:
+        return False
+    return not text or re.fullmatch(rb"pid \d+ on host .*\n", text) is not None
 
 
 def _settle(stage: str, target: str) -> None:
@@ -900,11 +1113,8 @@ def _busy_problem(out: str, own: Optional[str] = None) -> Optional[str]:
     killed runs): the two would publish one after the other and the first one's results would
     vanish with no warning (trial35 T8). ``None`` when no live run writes there. ``own``: this
     run's stage, whose lock it holds (not another run's)."""
-    import glob
-
     target = _target(out)
-    stages = glob.glob(glob.escape(target) + _STAGE + "*") + glob.glob(os.path.join(glob.escape(target), _STAGE + "*"))
-    for stage in sorted(s for s in stages if not s.endswith(".lock") and s != own):
+    for stage in sorted(s for s in _local_stages(target) if s != own and _is_ours(s)):
         with _stage_lock(stage, wait=False) as free:
             if free:
                 continue
@@ -975,6 +1185,12 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
                     os.makedirs(stage)
                 except OSError as exc:
                     raise OutputFolderError(_os_problem("--output", out, exc)) from None
+                try:  # ours from now on (a kill before this leaves an empty folder, left alone)
+                    mark_stage(stage)
+                except BaseException:  # a full disk, ulimit -f: said by writing(); the folder just made goes
+                    with contextlib.suppress(OSError):
+                        shutil.rmtree(stage)
+                    raise
                 if not _stage_inside(_target(out)):
                     from fair_forge_beam.io.write import keep_metadata
 
@@ -988,6 +1204,8 @@ def staged_output(output: str, owned: Iterable[str] = OWNED_OUTPUTS) -> Iterator
                 if busy:
                     _remove_tree(stage)
                     raise OutputFolderError(busy)
+            else:
+                mark_stage(stage)  # the stage's first object: the prefix is known as ours
             try:
                 yield stage
             except BaseException as exc:
