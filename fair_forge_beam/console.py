@@ -36,7 +36,7 @@ import time
 from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
 
 __all__ = ["OutputFolderError", "OutputWriteError", "writing", "entry_point", "environment_failure", "runner_start_failure", "guarded", "interruption", "safe_streams", "say", "unfailing_streams", "start_undone_on_interrupt",
-           "uninterrupted", "note_stage", "forget_stage", "note_published", "note_cut", "CUT_COPYING", "cut_state", "expect_output", "command_output",
+           "uninterrupted", "note_stage", "forget_stage", "note_published", "forget_published", "is_published", "note_cut", "CUT_COPYING", "cut_state", "expect_output", "command_output",
            "GRACE_SECONDS"]
 
 #: seconds the main thread has, after the first SIGINT / SIGTERM, to clean up and say its line before
@@ -276,6 +276,21 @@ def note_published(output: str) -> None:
     folders = _folders()
     with folders.lock:
         folders.published.append(output)
+
+
+def is_published(output: str) -> bool:
+    """Whether this run has published ``output`` (:func:`note_published`)."""
+    folders = _folders()
+    with folders.lock:
+        return any(os.path.realpath(o) == os.path.realpath(output) for o in folders.published)
+
+
+def forget_published(output: str) -> None:
+    """``output`` was given its previous content back (a command of several stages whose later stage failed:
+    ``output_folder.published_together``): no longer this run's."""
+    folders = _folders()
+    with folders.lock:
+        folders.published[:] = [o for o in folders.published if os.path.realpath(o) != os.path.realpath(output)]
 
 
 def note_in_place(output: str) -> None:

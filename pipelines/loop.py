@@ -142,6 +142,19 @@ def _removed_if_left_empty(root: str):
 
 def _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, config_gates, argv) -> dict:
     """The loop's three stages (generate, run, audit) into ``root``, then its ``loop_summary.json``."""
+    from fair_forge_beam.reports.output_folder import published_together
+
+    # the three stages publish together or not at all (trial48c F: an empty run stage left a new generated/ beside
+    # the last good run/ and audit/): a later stage's empty run, failure or interrupt gives the earlier ones back
+    with published_together():
+        doc, failed_check = _stages_together(parser, args, root, audit_parser, audit_args, beam_args, config_gates, argv)
+    if failed_check is not None:
+        raise failed_check  # a published audit whose gate failed (exit 3), or whose report failed
+    return doc
+
+
+def _stages_together(parser, args, root, audit_parser, audit_args, beam_args, config_gates, argv) -> tuple:
+    """:func:`_stages_and_audit`'s stages: ``(the audit's results, the exception of a published audit or None)``."""
     from fair_forge_beam.loop_jobs import EmptyStage, build_assistant_handler, run_assistant, run_generate
     from fair_forge_beam.options import validate
     from fair_forge_beam.reports.output_folder import check_no_other_run, check_output_folder
@@ -173,8 +186,16 @@ def _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, c
 
     # the generator and the assistant's stage read --seed, --endpoint-down-after and the judge's /
     # generator's options, whatever the audit's metrics
-    doc = audit.run_parsed(audit_args, beam_args, config_gates, argv=argv, parser=audit_parser,
-                           read_elsewhere=[d for d in OPTIONS if d in SHARED_WITH_AUDIT or d.startswith(("judge_", "generator_"))])
+    from fair_forge_beam.console import is_published
+
+    failed_check = None
+    try:
+        doc = audit.run_parsed(audit_args, beam_args, config_gates, argv=argv, parser=audit_parser,
+                               read_elsewhere=[d for d in OPTIONS if d in SHARED_WITH_AUDIT or d.startswith(("judge_", "generator_"))])
+    except Exception as exc:
+        if not is_published(audit_args.output):
+            raise  # nothing of the audit's published: every stage is given its previous content back
+        failed_check, doc = exc, None  # a published audit whose gate failed (exit 3): the loop's run, published whole
     loop_doc = {"generated": gen, "run": ran, "audit_output": os.path.join(root, "audit")}
     from fair_forge_beam.io.secrets import scrub_known
 
@@ -182,7 +203,7 @@ def _stages_and_audit(parser, args, root, audit_parser, audit_args, beam_args, c
 
     # whole or not at all (a kill mid-write left a truncated file); each stage's folder is published whole by its stage
     replace_files([(os.path.join(root, "loop_summary.json"), json.dumps(scrub_known(loop_doc), indent=2, sort_keys=True) + "\n")])
-    return doc
+    return doc, failed_check
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
