@@ -28,7 +28,7 @@ def test_an_empty_loop_run_leaves_every_stage_as_it_was(tmp_path):
     def argv(seed: str, gen, bot) -> list:
         return ["--quiet", "--corpus", "airline", "--num-samples", "2", "--chunks-per-sample", "1", "--num-queries", "1",
                 "--seed", seed, "--generator-base-url", gen.base_url, "--generator-model", "gen",
-                "--generator-cache", "none", "--assistant-url", bot.base_url, "--assistant-model", "bot",
+                "--generator-cache", str(tmp_path / "gen.sqlite3"), "--assistant-url", bot.base_url, "--assistant-model", "bot",
                 "--assistant-retries", "0", "--metrics", "humanity", "--output", str(out)]
 
     with ScriptedOpenAIServer(generator) as gen, ScriptedOpenAIServer("I am glad to help, thank you.") as bot:
