@@ -73,7 +73,7 @@ ROLLUP_OUTPUTS = {  # --output given -> what the message names
     "audits/2026-12-01/stats": "inside audits/2026-12-01",
     "audits/2026-12-02/week/deeper": "inside audits/2026-12-02",
     "audits": "holds audits/2026-12-01",
-    ".": "holds audits/2026-12-01",
+    ".": "is the current folder",  # refused before what it holds (trial48c A: a run would replace the shell's folder)
     "a-file": "a-file is a file",
 }
 
@@ -96,7 +96,7 @@ def test_the_same_checks_from_another_working_directory(runs):
 
 
 @pytest.mark.parametrize("output, expected", [
-    ("logs", "holds logs/d1.jsonl"), ("logs/", "holds logs/d1.jsonl"), (".", "holds logs/d1.jsonl"),
+    ("logs", "holds logs/d1.jsonl"), ("logs/", "holds logs/d1.jsonl"), (".", "is the current folder"),
     ("logs/d1.jsonl", "is a file"), ("logs/d1.jsonl/x", "inside logs/d1.jsonl"), ("a-file", "is a file"),
 ])
 def test_audit_output_never_holds_or_is_an_input(runs, audit_command, output, expected):
