@@ -308,9 +308,14 @@ def _remove_tree(path: str) -> None:
 def mark_stage(stage: str) -> None:
     """Write :data:`STAGE_OWNER_MARK` into ``stage`` (a local folder that exists, or an object store's
     prefix): the one proof that a folder of a stage's name is ours (:func:`_is_ours`)."""
-    kind = _PREVIOUS if _PREVIOUS in stage.rstrip("/").rsplit("/", 1)[-1] else _STAGE
+    kind = _kind_of(stage)
     with _fs().create(_fs().join(stage, STAGE_OWNER_MARK)) as f:
         f.write((json.dumps({"stage": _id_of(stage, kind)}) + "\n").encode("utf-8"))
+
+
+def _kind_of(path: str) -> str:
+    """Which name a stage-like ``path`` has: :data:`_PREVIOUS` (a swap's previous folder) or a stage's."""
+    return _PREVIOUS if _PREVIOUS in path.rstrip("/").rsplit("/", 1)[-1] else _STAGE
 
 
 def _id_of(path: str, kind: str = _STAGE) -> str:
@@ -353,7 +358,7 @@ def _left_unmarked(paths: Iterable[str]) -> None:
     """Say once per run which folders named like our stages (with a stage id) carry no mark: a stage of a version
     before the mark (2026-12, trial48c D) or not ours; never touched, as their content cannot be told from a user's."""
     for path in paths:
-        if _STAGE_ID.fullmatch(_id_of(path, _PREVIOUS if _PREVIOUS in path.rsplit("/", 1)[-1] else _STAGE)) \
+        if _STAGE_ID.fullmatch(_id_of(path, _kind_of(path))) \
                 and not path.endswith(".lock") and path not in _WARNED:
             _WARNED.add(path)
             log.warning("left %s: named like a stage but without its mark %s (an earlier version's stage, or not a run's): "
@@ -740,18 +745,11 @@ def _swap(stage: str, target: str, run_id: str, owned: tuple) -> None:
     _unmark(stage)
     keep_metadata(target, stage)  # the folder keeps its mode, setgid bit, group and ACLs (trial37 T4)
     try:
-        _exchange(stage, target)
-        old = stage
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
-            with contextlib.suppress(OSError):
-                mark_stage(stage)  # not published: the stage is ours still
-            raise
-        old = f"{target}{_PREVIOUS}{run_id}"  # no atomic exchange here: two renames (repaired if killed between)
-        os.rename(target, old)
+        old = _put_in_place(stage, target, f"{target}{_PREVIOUS}{run_id}")
+    except OSError:
         with contextlib.suppress(OSError):
-            mark_stage(old)  # the previous run, known as ours: put back by the next run if killed here
-        os.rename(stage, target)
+            mark_stage(stage)  # not published: the stage is ours still
+        raise
     with contextlib.suppress(OSError):  # the previous content, now at the stage's path, is still known as ours
         mark_stage(old)
     if _HELD is not None:  # published together with the command's other folders: kept until they all are
@@ -761,6 +759,24 @@ def _swap(stage: str, target: str, run_id: str, owned: tuple) -> None:
         _remove_tree(old)
     if os.path.lexists(old):
         log.warning("could not remove all of %s (the previous run's files)", old)
+
+
+def _put_in_place(new: str, target: str, away: str) -> str:
+    """Put the folder ``new`` at ``target`` and return where ``target``'s previous content is now: ``new``'s path,
+    by one exchange (:func:`_exchange`), or, on a filesystem without one, ``away``, by two renames (repaired if
+    killed between: :func:`_settle`). Used to publish (:func:`_swap`) and to take a publication back
+    (:func:`_take_back`)."""
+    try:
+        _exchange(new, target)
+        return new
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+            raise
+    os.rename(target, away)
+    with contextlib.suppress(OSError):
+        mark_stage(away)  # the previous content, known as ours: put back by the next run if killed here
+    os.rename(new, target)
+    return away
 
 
 #: the previous contents of the folders published so far inside :func:`published_together` (``(path, folder)``:
@@ -813,15 +829,7 @@ def _take_back(old: str, target: str) -> None:
             mark_stage(old)
         _remove_tree(old)
         return
-    try:
-        _exchange(old, target)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
-            raise
-        away = f"{target}{_PREVIOUS}{_id_of(old)}"
-        os.rename(target, away)
-        os.rename(old, target)
-        old = away
+    old = _put_in_place(old, target, f"{target}{_PREVIOUS}{_id_of(old)}")
     _unmark(target)
     with contextlib.suppress(OSError):
         mark_stage(old)
