@@ -34,6 +34,13 @@ _INVISIBLE_CHAR = regex.compile(f"[{_INVISIBLE}]")
 _BLANK_CHAR = regex.compile(rf"[{_INVISIBLE}\p{{White_Space}}\p{{Zs}}\p{{Zl}}\p{{Zp}}\p{{Cc}}\u2800]")
 
 
+def without_invisible(text: str) -> str:
+    """``text`` with every invisible character (:func:`is_invisible_char`) removed: what the lexicon
+    tokeniser reads (:func:`fair_forge_beam.components.text.normalize_text`), so ``"idi\u034fot"`` is
+    ``"idiot"`` as ``"idi\u200bot"`` is."""
+    return _INVISIBLE_CHAR.sub("", text)
+
+
 def is_invisible_char(ch: str) -> bool:
     """Whether the one character ``ch`` shows as nothing between two visible characters: a
     ``Default_Ignorable_Code_Point`` or format (Cf) character (:data:`_INVISIBLE`); whitespace is

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fair_forge_beam.blank import is_invisible_char
 from fair_forge_beam.components.emotion_lexicon import EMOTIONS, DictEmotionLexicon, NRCLexPackageLexicon
 from fair_forge_beam.components.text import normalize_text, tokenize
 from fair_forge_beam.components.toxicity_lexicon import DictToxicityLoader, ToxicLexiconMatcher
@@ -75,6 +76,7 @@ def test_one_tokeniser_for_both_lexicons(text):
 def test_no_invisible_character_left_in_tokens(text):
     for tok in tokenize(text):
         assert not re.search("[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]", tok)
+        assert not any(is_invisible_char(c) for c in tok)
         assert tok == tok.lower() or tok.lower() != tok.lower().lower()
 
 
@@ -83,14 +85,17 @@ def test_no_invisible_character_left_in_tokens(text):
 def test_ascii_fast_path_is_the_full_normalisation(text):
     """ASCII text skips NFKC and the format-character tables (nothing in them is ASCII): the
     result is the full pipeline's, for ASCII and mixed text alike."""
-    full = unicodedata.normalize("NFKC", text.translate(_FULL_TABLE)).translate(_FULL_TABLE).lower()
+    from fair_forge_beam.blank import without_invisible
+
+    full = without_invisible(unicodedata.normalize("NFKC", without_invisible(text).translate(_FULL_TABLE))
+                             ).translate(_FULL_TABLE).lower()
     assert normalize_text(text) == full
 
 
 def _full_table():
     from fair_forge_beam.components import text as text_mod
 
-    return text_mod._TRANSLATE
+    return text_mod._APOSTROPHES
 
 
 _FULL_TABLE = _full_table()
@@ -238,3 +243,27 @@ print(peak - base, sum(counts) > 0, m.tokens)
     grown, counted, tokens = proc.stdout.split()
     assert counted == "True" and tokens == "10000000"
     assert int(grown) < 100, proc.stdout
+
+
+def _invisible_code_points() -> list[str]:
+    """Every code point the package calls invisible (blank.is_invisible_char), assigned or reserved."""
+    from fair_forge_beam.blank import is_invisible_char
+
+    return [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and is_invisible_char(chr(c))]
+
+
+def test_every_invisible_character_inside_a_word_is_dropped():
+    """trial49b B8: the tokeniser kept a hand list of 23 invisible characters, so U+034F, U+FE0F,
+    U+E0041, U+17B4 and the Hangul fillers inside a word split it and hid it from the lexicon
+    (``idi\\u034fot`` → ``idi``, ``ot``). Every character blank.py calls invisible is dropped."""
+    chars = _invisible_code_points()
+    assert {"\u034f", "\ufe0f", "\U000e0041", "\u17b4", "\u3164", "\u115f", "\u1160", "\u200b"} <= set(chars)
+    kept = [f"U+{ord(c):04X}" for c in chars if tokenize(f"ha{c}te speech") != ["hate", "speech"]]
+    assert not kept, f"{len(kept)} invisible characters split a word: {kept[:20]}"
+
+
+def test_a_lexicon_sees_a_word_split_by_any_invisible_character():
+    m = ToxicLexiconMatcher()
+    for c in ("\u034f", "\ufe0f", "\U000e0041", "\u17b4", "\u3164"):
+        got = m.match(f"you are a stupid idi{c}ot and a mor{c}on", "english")
+        assert got.toxic_tokens == 3, f"U+{ord(c):04X}: {got.matched}"

@@ -3,16 +3,20 @@ Toxicity), applied to the answers and to the lexicon entries alike.
 
 :func:`normalize_text`, in this order:
 
-1. invisible format characters are removed (list below) and typographic apostrophes
-   (U+2019, U+02BC, U+2018) become ``'``;
+1. invisible characters are removed (below) and typographic apostrophes (U+2019, U+02BC,
+   U+2018) become ``'``;
 2. Unicode NFKC (UAX #15): full-width and other compatibility forms fold to their ordinary
    letters (``"ＨＡＴＥ"`` → ``"HATE"``, ``"ﬁ"`` → ``"fi"``), and a letter followed by combining
    accents composes to the precomposed letter (``"e\\u0301"`` → ``"é"``), so both spellings of
    a word are one token;
-   The format characters removed: soft hyphen U+00AD, zero-width space / non-joiner
-   / joiner U+200B–U+200D, word joiner U+2060, BOM U+FEFF, the other invisible operators and
-   bidirectional marks (U+061C, U+180E, U+200E–U+200F, U+202A–U+202E, U+2061–U+2064,
-   U+2066–U+2069) — so ``"h\\u200bate"`` and ``"hat\\u00ade"`` read as ``"hate"``;
+   The characters removed, before and after NFKC, are the package's one definition of invisible
+   (:func:`fair_forge_beam.blank.is_invisible_char`: every ``Default_Ignorable_Code_Point`` and
+   format character, Cf): soft hyphen U+00AD, zero-width space / non-joiner / joiner
+   U+200B–U+200D, word joiner U+2060, BOM U+FEFF, bidirectional marks, the combining grapheme
+   joiner U+034F, variation selectors, tag characters, Hangul fillers (U+115F, U+1160, U+3164),
+   U+17B4/U+17B5 … — so ``"h\\u200bate"``, ``"hat\\u00ade"`` and ``"ha\\u034fte"`` read as
+   ``"hate"`` (trial49b B8: a hand-kept list of 23 missed U+034F, U+FE0F, U+E0041, U+17B4, the
+   Hangul fillers);
 3. lower case (``str.lower``).
 
 :func:`tokenize` then takes words as runs of Unicode word characters (``\\w``) joined by
@@ -34,16 +38,16 @@ import re
 import unicodedata
 from typing import Iterator, Optional
 
+from fair_forge_beam.blank import without_invisible
+
 __all__ = ["ELISION_LANGUAGES", "TOKEN_PIECE_CHARS", "ascii_words", "normalize_text", "token_pieces", "tokenize"]
 
 #: Canonical language names (see :func:`fair_forge_beam.schemas.languages.normalize_language`)
 #: in which an apostrophe marks elision between two words rather than a contraction.
 ELISION_LANGUAGES = frozenset({"italian", "french", "catalan", "portuguese"})
 
-_INVISIBLE = "\u00ad\u061c\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e" \
-             "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff"
-_TRANSLATE = {ord(c): None for c in _INVISIBLE}
-_TRANSLATE.update({0x2019: "'", 0x02BC: "'", 0x2018: "'"})
+#: typographic apostrophes, read as ``'``
+_APOSTROPHES = {0x2019: "'", 0x02BC: "'", 0x2018: "'"}
 
 _WORD = re.compile(r"\w+(?:'\w+)*")
 _WORD_ELISION = re.compile(r"\w+")
@@ -58,7 +62,8 @@ def normalize_text(text: Optional[str]) -> str:
         return ""
     if text.isascii():  # no format character, typographic apostrophe nor compatibility form: NFKC is the identity
         return text.lower()
-    return unicodedata.normalize("NFKC", text.translate(_TRANSLATE)).translate(_TRANSLATE).lower()
+    return without_invisible(unicodedata.normalize("NFKC", without_invisible(text).translate(_APOSTROPHES))
+                             ).translate(_APOSTROPHES).lower()
 
 
 def tokenize(text: Optional[str], language: Optional[str] = None) -> list[str]:
