@@ -95,7 +95,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     asked, HTTP ``requests`` with retries, ``failures``, tokens), also logged.
     Raises ``ValueError`` on a bad configuration, ``FileNotFoundError`` when the corpus is missing."""
     from fair_forge_beam._beam import beam
-    from fair_forge_beam.components.judge.cache import DEFAULT_CACHE
+    from fair_forge_beam.components.judge.cache import cache_choice
     from fair_forge_beam.generators.generate import GenerateDataset, WriteGenerated, generator_handler, plan_requests, shortfall_warning
     from fair_forge_beam.generators.loader import LocalMarkdownLoader
     from fair_forge_beam.generators.strategies import RandomSamplingStrategy, SequentialStrategy
@@ -133,7 +133,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
 
         raise ValueError(f"--system-prompt-file {args.system_prompt_file}: {plain_reason(exc)}") from None
     handler = generator_handler(model, base_url, use_structured_output=not args.no_structured_output,
-                                api_key_env=key_env, cache_path=absolute_paths(args).generator_cache or DEFAULT_CACHE,
+                                api_key_env=key_env, cache_path=cache_choice(absolute_paths(args).generator_cache),
                                 request_timeout=args.generator_timeout, client_retries=args.generator_retries,
                                 # and the batch's retries: --generator-retries 0 is one attempt (it made 4)
                                 num_retries=min(args.generator_retries, 3),
@@ -142,7 +142,7 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
                                 endpoint_down_after=args.endpoint_down_after)
     from fair_forge_beam.reports.output_folder import check_cache_file
 
-    check_cache_file(args.generator_cache or DEFAULT_CACHE, "--generator-cache" if args.generator_cache else
+    check_cache_file(cache_choice(args.generator_cache), "--generator-cache" if args.generator_cache else
                      "the generator cache (--generator-cache; default $FAIR_FORGE_JUDGE_CACHE or "
                      "$XDG_CACHE_HOME/fair_forge_beam/judge-cache.sqlite3)")
     reads = [corpus_source(args.corpus)] + ([args.system_prompt_file] if args.system_prompt_file else [])
@@ -235,10 +235,12 @@ def build_assistant_handler(args: Any):
         template = read_side_text(args.request_template_file, "--request-template-file")
     from fair_forge_beam.reports.output_folder import check_cache_file
 
-    check_cache_file(args.assistant_cache, "--assistant-cache")
+    from fair_forge_beam.components.judge.cache import cache_choice
+
+    check_cache_file(cache_choice(args.assistant_cache, None), "--assistant-cache")
     from fair_forge_beam.options import absolute_paths
 
-    common = dict(api_key_env=args.assistant_api_key_env, cache_path=absolute_paths(args).assistant_cache, request_timeout=args.assistant_timeout,
+    common = dict(api_key_env=args.assistant_api_key_env, cache_path=cache_choice(absolute_paths(args).assistant_cache, None), request_timeout=args.assistant_timeout,
                   client_retries=args.assistant_retries, max_concurrency=args.assistant_concurrency,
                   requests_per_minute=args.assistant_requests_per_minute, max_reply_bytes=args.assistant_max_reply_bytes,
                   endpoint_down_after=args.endpoint_down_after)

@@ -305,17 +305,17 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
             problem = finished_run_problem(args.output)
             if problem:
                 raise ValueError(problem)
+        from fair_forge_beam.components.judge.cache import cache_choice
+
         if args.cluster_points:  # a file the run writes: never an --input or a file the run reads
             from fair_forge_beam.io.paths import check_output_file
 
             check_output_file(args.cluster_points, list(inputs) + [f for f in (
-                args.baseline, args.emotion_lexicon_csv, args.privacy_domain, args.seed_prompt_file, args.judge_cache) if f],
+                args.baseline, args.emotion_lexicon_csv, args.privacy_domain, args.seed_prompt_file, cache_choice(args.judge_cache, None)) if f],
                               "--cluster-points", stdout=False)  # a Parquet file: '-' is no file name here
         if (args.judge_base_url or args.guardian_base_url or args.generator_base_url) and _local_run(options, runner):
             # every file the run writes is checked before it starts: the endpoints' answer cache too
-            from fair_forge_beam.components.judge.cache import DEFAULT_CACHE
-
-            check_cache_file(args.judge_cache or DEFAULT_CACHE,
+            check_cache_file(cache_choice(args.judge_cache),
                              "--judge-cache" if args.judge_cache else "the judge cache (--judge-cache; default "
                              "$FAIR_FORGE_JUDGE_CACHE or $XDG_CACHE_HOME/fair_forge_beam/judge-cache.sqlite3)")
     except ValueError as exc:

@@ -89,11 +89,11 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             parser.error(f"--input must hold a JSON list of sessions: {path} does not")
         datasets.extend(part)
 
-    from fair_forge_beam.components.judge.cache import DEFAULT_CACHE
+    from fair_forge_beam.components.judge.cache import cache_choice
     from fair_forge_beam.components.judge.handler import OpenAIJudgeHandler
     from fair_forge_beam.optimizer.optimizers import GEPAOptimizer, MIPROv2Optimizer
 
-    cache = None if args.judge_cache == "none" else (args.judge_cache or DEFAULT_CACHE)
+    cache = cache_choice(args.judge_cache)
     from fair_forge_beam.reports.output_folder import check_cache_file
 
     try:  # every file the run writes is checked before it starts (the cache, like --output)

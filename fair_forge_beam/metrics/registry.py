@@ -109,6 +109,8 @@ def _judge_config(options: dict, metric: str) -> dict:
         ValueError: no ``--judge-base-url`` / ``--judge-model``, or a ``--judge-timeout`` /
             ``--judge-retries`` out of range (before any pipeline is built).
     """
+    from fair_forge_beam.components.judge.cache import cache_choice
+
     base_url, model = options.get("judge_base_url"), options.get("judge_model")
     if not base_url or not model:
         raise ValueError(
@@ -120,7 +122,7 @@ def _judge_config(options: dict, metric: str) -> dict:
     return {
         "model": model,
         "base_url": base_url,
-        "cache_path": options.get("judge_cache") or "default",  # "default": the handler's cache folder on the worker
+        "cache_path": cache_choice(options.get("judge_cache")),  # "default": the handler's cache folder on the worker
         **constructor_kwargs(_JUDGE, options),
         "max_reply_option": "--judge-max-reply-bytes",
         "max_prompt_option": "--judge-max-prompt-chars",

@@ -32,12 +32,28 @@ from typing import Any, Mapping, Optional, Sequence
 from fair_forge_beam.arguments import checks_arguments
 
 __all__ = ["SQLiteJudgeCache", "cache_key", "endpoint_identity", "default_cache_path", "storage_failure", "DEFAULT_CACHE",
-           "CACHE_ENV"]
+           "CACHE_ENV", "NO_CACHE", "cache_choice"]
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_CACHE = "default"
 """Sentinel for the default cache location (see :func:`default_cache_path`)."""
+
+#: a cache option's value that means no cache, in every command (``--judge-cache none``,
+#: ``--generator-cache none``, ``--assistant-cache none``): every call is made again, nothing is stored
+NO_CACHE = "none"
+
+
+def cache_choice(value: Optional[str], default: Optional[str] = DEFAULT_CACHE) -> Optional[str]:
+    """The ``cache_path`` a cache option's ``value`` gives a handler: :data:`NO_CACHE` → ``None`` (no
+    cache), not given (``None`` or ``""``) → ``default`` (:data:`DEFAULT_CACHE`: the user cache folder,
+    :func:`default_cache_path`; ``None`` for an option whose default is no cache), any other value → that
+    path. The one reading of the three options (a file named ``none`` was created where ``optimize``
+    alone read ``none`` as no cache)."""
+    if value == NO_CACHE:
+        return None
+    return value or default
+
 
 CACHE_ENV = "FAIR_FORGE_JUDGE_CACHE"
 _KEY_VERSION = 3  # 3: the endpoint in the key; 2: strict verdict rule, data fences, logprobs kept (older answers are not reused)
