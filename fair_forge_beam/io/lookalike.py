@@ -59,44 +59,55 @@ def lookalike_message(dimension: str, spellings: list, n: int) -> str:
             "differing characters escaped): write the ids one way (e.g. NFC) if they mean the same")
 
 
-@beam.typehints.with_output_types(typing.Any)
+@beam.typehints.with_output_types(typing.Union[typing.Tuple[str, typing.Any], typing.Tuple[typing.Any, typing.Any]])
+class _IdValues(beam.DoFn):
+    """An interaction → each of its ``(dimension, value)`` ids (:func:`_ids`), each pair once per
+    bundle: what crosses to :class:`_Spellings` (a step with a side input made from the same
+    interactions runs in a stage of its own, so its input is written and read again), never the
+    interactions themselves."""
+
+    def start_bundle(self):
+        self._seen: set = set()
+
+    def process(self, x):
+        seen = self._seen
+        for pair in _ids(x):
+            if pair not in seen:
+                if len(seen) >= 100_000:  # a bound on a worker's memory: a pair sent twice is merged by the combine
+                    seen.clear()
+                seen.add(pair)
+                yield pair
+
+
 class _Spellings(beam.DoFn):
-    """An interaction → ``((dimension, NFKC value), spelling)`` for each id that NFKC changes and
-    each stable id that such an id becomes (``forms``: the side input of those NFKC values);
-    each pair once per bundle."""
+    """An id ``(dimension, value)`` → ``((dimension, NFKC value), value)`` when NFKC changes it or
+    it is a stable value such an id becomes (``forms``: the side input of those NFKC values)."""
 
     def __init__(self):
-        self._seen: Optional[set] = None
         self._forms: Optional[frozenset] = None
 
     def start_bundle(self):
-        self._seen, self._forms = set(), None
+        self._forms = None
 
-    def process(self, x, forms):
+    def process(self, pair, forms):
         if self._forms is None:  # the side input is one list for the whole (global-window) input
             self._forms = frozenset(forms)
-        forms = self._forms
-        for dim, value in _ids(x):
-            if (dim, value) in self._seen:
-                continue
-            if _stable(value):
-                if (dim, value) not in forms:
-                    continue
-                key = (dim, value)
-            else:
-                key = (dim, unicodedata.normalize("NFKC", value))
-            self._seen.add((dim, value))
-            yield key, value
+        dim, value = pair
+        if _stable(value):
+            if pair in self._forms:
+                yield pair, value
+        else:
+            yield (dim, unicodedata.normalize("NFKC", value)), value
 
 
 @beam.typehints.with_output_types(typing.Tuple[typing.Any, typing.Any])
 class _Forms(beam.DoFn):
-    """An interaction → ``(dimension, NFKC value)`` of each id that NFKC changes."""
+    """An id ``(dimension, value)`` → ``(dimension, NFKC value)`` when NFKC changes it."""
 
-    def process(self, x):
-        for dim, value in _ids(x):
-            if not _stable(value):
-                yield dim, unicodedata.normalize("NFKC", value)
+    def process(self, pair):
+        dim, value = pair
+        if not _stable(value):
+            yield dim, unicodedata.normalize("NFKC", value)
 
 
 class _FewSpellings(beam.CombineFn):
@@ -136,10 +147,11 @@ class LookAlikeIds(beam.PTransform):
 
     def expand(self, interactions):
         lab = self.label
-        forms = (interactions
+        ids = interactions | f"{lab}LookAlikeIdValues" >> beam.ParDo(_IdValues())
+        forms = (ids
                  | f"{lab}LookAlikeForms" >> beam.ParDo(_Forms())
                  | f"{lab}LookAlikeFormsOnce" >> beam.Distinct())
-        return (interactions
+        return (ids
                 | f"{lab}LookAlikeSpellings" >> beam.ParDo(_Spellings(), beam.pvalue.AsList(forms))
                 | f"{lab}LookAlikeGroup" >> beam.CombinePerKey(_FewSpellings())
                 | f"{lab}LookAlikeWarnings" >> beam.FlatMap(_warning).with_output_types(QualityWarning))
