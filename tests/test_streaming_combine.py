@@ -106,6 +106,16 @@ class _Sorted(beam.CombineFn):
         return sorted(acc)
 
 
+def _keyed_values(seed: int, keys: int, n: int, windowfn):
+    """A pipeline and ``n`` random ``(key, value)`` of ``keys`` keys, timestamped in [0, 400) s, in ``windowfn``'s
+    windows (``None``: the global window)."""
+    rnd = random.Random(seed)
+    data = [(f"k{rnd.randrange(keys)}", rnd.randrange(100), rnd.uniform(0, 400)) for _ in range(n)]
+    p = beam.Pipeline(options=PipelineOptions([f"--runner={FNAPI}"]))
+    kv = p | beam.Create(data) | beam.Map(lambda x: window.TimestampedValue((x[0], x[1]), x[2]))
+    return p, kv if windowfn is None else kv | beam.WindowInto(windowfn)
+
+
 @pytest.mark.parametrize("windowfn", [None, window.FixedWindows(60)], ids=["global", "fixed"])
 @pytest.mark.parametrize("table_keys", [1, 3, 1000])
 def test_a_small_table_gives_the_same_elements_and_no_lifting(tmp_path, windowfn, table_keys):
@@ -115,12 +125,7 @@ def test_a_small_table_gives_the_same_elements_and_no_lifting(tmp_path, windowfn
     the keys (1, 3) flushes keys before their last value."""
     from apache_beam.runners.portability.portable_runner import PortableRunner
 
-    rnd = random.Random(5)
-    data = [(f"k{rnd.randrange(40)}", rnd.randrange(100), rnd.uniform(0, 400)) for _ in range(400)]
-    p = beam.Pipeline(options=PipelineOptions([f"--runner={FNAPI}"]))
-    kv = p | beam.Create(data) | beam.Map(lambda x: window.TimestampedValue((x[0], x[1]), x[2]))
-    if windowfn is not None:
-        kv = kv | beam.WindowInto(windowfn)
+    p, kv = _keyed_values(5, 40, 400, windowfn)
     folded = kv | "Folded" >> wcombine.combine_per_key(_Sorted(), kv, table_keys)
     assert folded.windowing.windowfn == kv.windowing.windowfn
     kv | "Lifted" >> beam.CombinePerKey(_Sorted()) | "DescLifted" >> beam.ParDo(_Describe(tmp_path / "lifted"))
@@ -141,12 +146,7 @@ def test_several_inputs_combine_as_their_flatten_with_no_flatten_before_the_pre_
     """A tuple of inputs gives what the combine of their ``Flatten`` gives (keys, values, windows,
     timestamps, panes), and each input is pre-combined where it is made: no ``Flatten`` feeds a
     pre-combine (the FnApiRunner would write and read every value of a flattened input again)."""
-    rnd = random.Random(11)
-    data = [(f"k{rnd.randrange(30)}", rnd.randrange(100), rnd.uniform(0, 400)) for _ in range(300)]
-    p = beam.Pipeline(options=PipelineOptions([f"--runner={FNAPI}"]))
-    kv = p | beam.Create(data) | beam.Map(lambda x: window.TimestampedValue((x[0], x[1]), x[2]))
-    if windowfn is not None:
-        kv = kv | beam.WindowInto(windowfn)
+    p, kv = _keyed_values(11, 30, 300, windowfn)
     parts = kv | beam.Partition(lambda x, _: x[1] % 3, 3)
     inputs = tuple(parts)
     several = inputs | "Several" >> wcombine.combine_per_key(_Sorted(), inputs, table_keys)
