@@ -363,7 +363,7 @@ def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: 
     """Write the sorted records (runs inside the pipeline, once). Returns the paths written."""
     import io
 
-    from fair_forge_beam.io.write import OutputFiles, sorted_dead_letters
+    from fair_forge_beam.io.write import OutputFiles, arrow_rows_table, sorted_dead_letters
 
     files = OutputFiles(out)
     records = [d for _, d in sorted(datasets, key=lambda t: t[0])]
@@ -371,11 +371,10 @@ def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: 
     dead_sorted = sorted_dead_letters(dead)
     files.put_jsonl("dead_letter.jsonl", dead_sorted)
     if parquet:
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
         buf = io.BytesIO()
-        table = pa.Table.from_pylist([_parquet_row(r) for r in records], schema=_parquet_schema())
+        table = arrow_rows_table([_parquet_row(r) for r in records], _parquet_schema(), "dataset.parquet")
         pq.write_table(table, buf)
         files.put("dataset.parquet", buf.getvalue())
     summary = {"sessions": len(records), "interactions": sum(len(r["conversation"]) for r in records),

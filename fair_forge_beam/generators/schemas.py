@@ -10,6 +10,8 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fair_forge_beam.schemas.common import bounded_int
+
 __all__ = ["Chunk", "GeneratedQuery", "GeneratedQueriesOutput", "ConversationTurn", "GeneratedConversationOutput"]
 
 
@@ -44,8 +46,14 @@ class GeneratedQueriesOutput(BaseModel):
     chunk_summary: str
 
 
+#: a generated turn's number: 1 to 2**63-1, an integer (strict, as the reply is validated)
+TurnNumber = bounded_int(1, strict=True)
+
+
 class ConversationTurn(BaseModel):
-    """One user turn of a generated conversation; ``turn_number`` ≥ 1."""
+    """One user turn of a generated conversation; ``turn_number`` from 1 to 2**63-1 (an int64 column of
+    ``dataset.parquet``; trial49b B3: a reply's 10**29 crashed ``generate --parquet``), an integer, never
+    ``true`` or text."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -53,7 +61,7 @@ class ConversationTurn(BaseModel):
     expected_context: Optional[str] = None
     difficulty: Optional[str] = None
     query_type: Optional[str] = None
-    turn_number: int = Field(ge=1)
+    turn_number: TurnNumber
 
 
 class GeneratedConversationOutput(BaseModel):

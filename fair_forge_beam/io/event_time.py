@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
@@ -56,6 +57,9 @@ def parse_timestamp(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"timestamp must be a number or an ISO 8601 string, got {quoted(value)}")
     if isinstance(value, (int, float)):
+        if isinstance(value, int) and abs(value) > sys.float_info.max:  # beyond a float: out of range, never
+            # float() of it (10**400 raised OverflowError, which crashed the read, fix49a)
+            raise ValueError(f"timestamp {quoted(value, 60)} is out of range")
         if isinstance(value, int) and _basic_date(str(value)) is not None:
             raise ValueError(_ambiguous(value))
         seconds = float(value)

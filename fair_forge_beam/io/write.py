@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional
 from fair_forge_beam._beam import beam
 
 __all__ = ["to_json_line", "write_jsonl", "read_jsonl_shards", "write_parquet", "ShardedOutputs", "PARQUET_WRITER_OPTIONS", "scrub_table", "write_one_file", "write_files", "write_window_files", "replace_file", "replace_files",
-           "OutputFiles", "sorted_dead_letters"]
+           "OutputFiles", "sorted_dead_letters", "arrow_array", "arrow_rows_table", "UnwritableValue"]
 
 
 def to_json_line(record) -> str:
@@ -82,11 +82,65 @@ def read_jsonl_shards(prefix: str) -> list[dict]:
     return out
 
 
-def _rows_table(schema):
+class UnwritableValue(ValueError):
+    """A value that the Arrow column it is written to cannot hold (an integer beyond int64, text in a
+    number column): a value read from outside that its edge did not bound — a bug of the package,
+    since every integer field read from outside is bounded where it is validated
+    (:func:`~fair_forge_beam.schemas.common.bounded_int`). Names the output, the column and the
+    value, where pyarrow said ``OverflowError: Python int too large to convert to C long``."""
+
+
+def _unwritable(what: str, column: str, t, values) -> UnwritableValue:
+    """The :class:`UnwritableValue` of the first of ``values`` that ``t`` cannot hold (each tried
+    alone: only when the whole column failed)."""
     import pyarrow as pa
 
-    def fn(rows) -> "pa.Table":
+    from fair_forge_beam.quoting import quoted
+
+    bad = next((v for v in values if not _fits(pa, [v], t)), None)
+    shown = quoted(bad, 60) if bad is not None else "a value"
+    return UnwritableValue(f"{what}: column {quoted(column)} ({t}) cannot hold {shown}: a value read from outside "
+                           "reached a writer unbounded (a bug: every field read from outside is bounded where it is read)")
+
+
+def _fits(pa, values: list, t) -> bool:
+    try:
+        pa.array(values, type=t)
+        return True
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        return False
+
+
+def arrow_array(values: list, t, what: str, column: str):
+    """``pa.array(values, type=t)``, the one way the writers make an Arrow column of values: a value
+    ``t`` cannot hold raises :class:`UnwritableValue` naming ``what`` (the output), the column and
+    the value, never pyarrow's ``OverflowError`` without them (trial49b B1)."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, type=t)
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+        raise _unwritable(what, column, t, values) from None
+
+
+def arrow_rows_table(rows: list, schema, what: str):
+    """``pa.Table.from_pylist(rows, schema=schema)`` (rows: dicts of the schema's fields); a value a
+    column cannot hold raises :class:`UnwritableValue` as :func:`arrow_array` does."""
+    import pyarrow as pa
+
+    try:
         return pa.Table.from_pylist(rows, schema=schema)
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+        for f in schema:
+            values = [r.get(f.name) if isinstance(r, dict) else None for r in rows]
+            if not _fits(pa, values, f.type):
+                raise _unwritable(what, f.name, f.type, values) from None
+        raise
+
+
+def _rows_table(schema, what: str):
+    def fn(rows) -> "pa.Table":
+        return arrow_rows_table(rows, schema, what)
 
     return fn
 
@@ -158,10 +212,10 @@ def scrub_table(table):
     return pa.Table.from_arrays(cols, schema=table.schema)
 
 
-def _table_fn(schema, to_table: Optional[Callable], masked: bool) -> Callable:
+def _table_fn(schema, to_table: Optional[Callable], masked: bool, what: str) -> Callable:
     """A batch of rows → its ``pyarrow.Table`` of ``schema`` (``to_table``, default: the rows are
     dicts of ``schema``'s fields), every text masked (:func:`scrub_table`) unless ``masked``."""
-    make = to_table or _rows_table(schema)
+    make = to_table or _rows_table(schema, what)
     return make if masked else (lambda batch: scrub_table(make(batch)))
 
 
@@ -193,7 +247,7 @@ def write_parquet(pcoll, label: str, prefix: str, schema, rows: int,
     is batched and made into tables on its own and only the tables are flattened, since a runner that
     materialises a ``Flatten`` of several inputs (FnApiRunner) would otherwise write and read every
     row once more (docs/performance.md). A table then holds rows of one input only."""
-    tables = _batched_tables(pcoll, label, rows, _table_fn(schema, to_table, masked))
+    tables = _batched_tables(pcoll, label, rows, _table_fn(schema, to_table, masked, prefix))
     merged = tuple(tables) | f"{label}Tables" >> beam.Flatten() if len(tables) > 1 else tables[0]
     return merged | f"Write{label}" >> beam.io.WriteToParquetBatched(prefix, schema, file_name_suffix=".parquet")
 
@@ -448,7 +502,7 @@ class ShardedOutputs:
         ``<folder>/<name>/``, as Arrow tables of up to ``rows`` rows; ``to_table`` and ``masked`` as
         :func:`write_parquet`'s."""
         name = self._add(name, ".parquet", schema)
-        self._parts.extend(_batched_tables(pcoll, label, rows, _TagTable(name, _table_fn(schema, to_table, masked))))
+        self._parts.extend(_batched_tables(pcoll, label, rows, _TagTable(name, _table_fn(schema, to_table, masked, name))))
 
     def write(self, label: str = "WriteOutputs") -> beam.PCollection:
         """Attach the one writer of every output added; returns the written shards' paths (complete

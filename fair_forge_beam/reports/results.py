@@ -79,7 +79,7 @@ def _masked_columns(names, cols, types) -> list:
     walk = {n: c for n, c, t in zip(names, cols, types) if n != "record" and not _takes_no_text(t) and not masks_nothing(c)}
     masked = scrub_known(walk) if walk else {}
     return [masked.get(n, c) for n, c in zip(names, cols)]
-from fair_forge_beam.io.write import ShardedOutputs, to_json_line, write_one_file
+from fair_forge_beam.io.write import ShardedOutputs, arrow_array, to_json_line, write_one_file
 
 __all__ = ["write_outputs", "slice_summary", "summary_fields", "SLICE_SCHEMA", "RESULTS_SCHEMA_VERSION",
            "RUN_LEVEL_FIELDS", "MAX_DETAILED_SLICES", "results_config", "metric_static", "build_results_doc", "results_json_bytes",
@@ -222,7 +222,7 @@ def _parquet_table(schema: pa.Schema):
                     col.extend([r[n] if n in r else None for r in group])
                 else:
                     col.extend([r[n] if n in r else r.get(alt) for r in group])
-        arrays = [pa.array(c, type=t) for c, t in zip(_masked_columns(names, cols, types), types)]
+        arrays = [arrow_array(c, t, "results.parquet", n) for c, t, n in zip(_masked_columns(names, cols, types), types, names)]
         return pa.Table.from_arrays(arrays, schema=schema)
 
     return fn
@@ -334,8 +334,8 @@ def session_table(name: str, schema: Optional[pa.Schema] = None):
             cols = [[name] * len(recs), [None if r.get("session_id") is None else str(r["session_id"]) for r in recs],
                     [None if r.get("assistant_id") is None else str(r["assistant_id"]) for r in recs],
                     [n_of(r.get("n_interactions")) for r in recs], [to_json_line(r) for r in recs]]
-            return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(_masked_columns(schema.names, cols, schema.types), schema)],
-                                        schema=schema)
+            return pa.Table.from_arrays([arrow_array(c, f.type, f"sessions/{name}", f.name)
+                                         for c, f in zip(_masked_columns(schema.names, cols, schema.types), schema)], schema=schema)
         for r in recs:
             extra = [k for k in r if k not in declared]
             bad = [f"{k} = {quoted(r[k])}" for k, v in _CONSTANT_KEYS.items() if k in r and r[k] != v]
@@ -349,7 +349,8 @@ def session_table(name: str, schema: Optional[pa.Schema] = None):
                 [None if r.get("assistant_id") is None else str(r["assistant_id"]) for r in recs],
                 [n_of(r.get("n_interactions")) for r in recs]]
         cols += [[r.get(f.name) for r in recs] for f in list(schema)[len(SESSION_INDEX):]]
-        arrays = [pa.array(c, type=f.type) for c, f in zip(_masked_columns(schema.names, cols, schema.types), schema)]
+        arrays = [arrow_array(c, f.type, f"sessions/{name}", f.name)
+                  for c, f in zip(_masked_columns(schema.names, cols, schema.types), schema)]
         return pa.Table.from_arrays(arrays, schema=schema)
 
     return fn
@@ -420,7 +421,8 @@ def slice_rows_table(rows) -> pa.Table:
     """A batch of :func:`slice_row` tuples -> one ``pa.Table`` of :data:`SLICE_SCHEMA` (string
     values with an API-key value masked, :func:`scrub_known`)."""
     cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in SLICE_SCHEMA]
-    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(_masked_columns(SLICE_SCHEMA.names, cols, SLICE_SCHEMA.types), SLICE_SCHEMA)],
+    return pa.Table.from_arrays([arrow_array(c, f.type, "slices", f.name)
+                                 for c, f in zip(_masked_columns(SLICE_SCHEMA.names, cols, SLICE_SCHEMA.types), SLICE_SCHEMA)],
                                 schema=SLICE_SCHEMA)
 
 

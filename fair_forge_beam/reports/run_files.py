@@ -20,17 +20,21 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Optional
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, TypeAdapter,
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictStr, TypeAdapter,
                       ValidationError, model_validator)
 
 from fair_forge_beam.plain import json_kind
+from fair_forge_beam.schemas.common import bounded_int
 
 __all__ = ["RunFileError", "check_results", "check_run_info", "check_manifest"]
 
 #: a number (an integer is one; text and booleans are not)
 _Number = StrictFloat
-#: a count: an integer, never negative (issue 28, B8: an edited ``interactions_read: -5`` was trended)
-_Count = Annotated[StrictInt, Field(ge=0)]
+#: a count: an integer, never negative (issue 28, B8: an edited ``interactions_read: -5`` was trended),
+#: at most 2**63-1 (what an int64 column holds: :func:`~fair_forge_beam.schemas.common.bounded_int`)
+_Count = bounded_int(0, strict=True)
+#: an integer (a seed, a number of draws), at most 2**63-1
+_Integer = bounded_int(None, strict=True)
 
 
 def _utc_time(value: str) -> str:
@@ -57,11 +61,11 @@ class _Open(BaseModel):
 
 class _Config(_Open):
     mode: Optional[StrictStr] = None
-    seed: Optional[StrictInt] = None
+    seed: Optional[_Integer] = None
     ci_level: Optional[_Number] = None
     beta_prior_a: Optional[_Number] = None
     beta_prior_b: Optional[_Number] = None
-    mc_samples: Optional[StrictInt] = None
+    mc_samples: Optional[_Integer] = None
     inputs: Optional[list[StrictStr]] = None
     metrics: Optional[list[StrictStr]] = None
     slices: Optional[list[StrictStr]] = None

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Any, Optional
+import sys
+from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_serializer
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, ValidationInfo,
+                      field_validator, model_serializer)
 
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.schemas.languages import normalize_language
@@ -38,7 +40,61 @@ __all__ = [
     "JudgedSliceMetric",
     "Estimate",
     "id_text",
+    "INT64_MAX",
+    "bounded_int",
+    "TurnIndex",
 ]
+
+
+#: the largest integer read from outside: what an int64 Arrow or Parquet column and a C long hold
+#: (2**63 - 1). Every integer field of an input record, of a generator's or a judge's reply and of a
+#: run file read back is bounded by it where it is validated (:func:`bounded_int`), so a larger value
+#: is a dead letter naming the field and the bound, never an ``OverflowError`` in a writer (trial49b B1:
+#: a turn_index of 10**30 crashed the audit's stats table)
+INT64_MAX = 2**63 - 1
+
+
+def _no_flag_or_text(v: Any) -> Any:
+    # an integer field is read strictly, as ``weight`` is: ``true`` is not 1, ``"2"`` is not 2 (trial49b L);
+    # a whole float (a Parquet or pandas integer column with a missing value is float64) is its int
+    if isinstance(v, bool):
+        raise ValueError(f"must be an integer, not {'true' if v else 'false'}")
+    if isinstance(v, str):
+        raise ValueError(f"must be an integer, not the text {quoted(v, 40)}")
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        return int(v)  # its int, bounded as any (1e30 is over the bound, not "too many digits")
+    return v
+
+
+def _at_most(maximum: int):
+    bound = f"2**63-1 ({INT64_MAX}: what an int64 column holds)" if maximum == INT64_MAX else f"{maximum:,}"
+
+    def check(v: int) -> int:
+        if v > maximum:
+            raise ValueError(f"{quoted(v, 60)} is over the largest value read, {bound}")
+        return v
+    return check
+
+
+def bounded_int(minimum: Optional[int] = 0, maximum: int = INT64_MAX, strict: bool = False):
+    """The type of an integer field read from outside (one for all: a record's ``turn_index``, a
+    generator's ``turn_number``, a run file's counts): an ``int`` from ``minimum`` (``None``: no
+    lower bound) to ``maximum`` (at most :data:`INT64_MAX`), never ``true``/``false`` or text (``"2"``),
+    as ``weight`` refuses them; a whole float is its int (``2.0``: a float64 column's), unless
+    ``strict`` (a model validated in pydantic's strict mode: no float either). A larger value is a
+    validation error in the project's words naming the bound (``… is over the largest value read,
+    2**63-1 …``), so the field's reader dead-letters the record."""
+    if maximum > INT64_MAX:
+        raise ValueError(f"maximum {maximum} is over INT64_MAX: no int64 column holds it")
+    lower = Field() if minimum is None else Field(ge=minimum)
+    if strict:
+        return Annotated[StrictInt, lower, AfterValidator(_at_most(maximum))]
+    return Annotated[int, BeforeValidator(_no_flag_or_text), lower, AfterValidator(_at_most(maximum))]
+
+
+#: a turn's position in its conversation as a record declares it (``StreamedBatch.turn_index``, a flat
+#: record's or Parquet row's): 0 to 2**63-1
+TurnIndex = bounded_int(0)
 
 
 class IterationLevel(str, enum.Enum):
@@ -79,6 +135,9 @@ class Batch(BaseModel):
     def _weight_is_a_number(cls, v: Any) -> Any:
         if isinstance(v, (bool, str)):
             raise ValueError(f"weight must be a number, got {type(v).__name__} {quoted(v)}")
+        if isinstance(v, int) and abs(v) > sys.float_info.max:
+            # beyond a float (10**400): said as the bound it breaks, not "should be a number, not a number"
+            raise ValueError(f"weight must be a finite number >= 0, got {quoted(v, 60)}")
         return v
 
     @field_validator("weight")
@@ -197,7 +256,7 @@ class StreamedBatch(BaseModel):
 
     metadata: SessionMetadata
     batch: Batch
-    turn_index: Optional[int] = Field(default=None, ge=0)
+    turn_index: Optional[TurnIndex] = None
 
 
 class Logprobs(BaseModel):
