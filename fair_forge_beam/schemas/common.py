@@ -8,6 +8,8 @@ Differences, all on the side of safety:
   otherwise, spec §1.1).
 * ``weight`` must be finite and ``>= 0``: ``NaN``, ``Infinity`` and negative weights are
   rejected with a message naming the field (case-003).
+* ``turn_index`` (an extension) is an integer from 0 to 2**63-1 (:data:`INT64_MAX`), never ``true`` or
+  text, as every integer field read from outside (:func:`bounded_int`).
 * ``language`` is normalised to one canonical lower-case English name (``en``, ``English``,
   ``english`` -> ``english``); an unknown language is kept as given (lower-cased) and can be
   reported, never a crash (see :func:`normalize_language`).
