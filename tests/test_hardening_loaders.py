@@ -148,3 +148,124 @@ def test_an_oversized_agentic_record_is_one_read_error_and_the_rest_loads(tmp_pa
     ok, bad = _split(tau_bench_sessions(str(path), max_record_bytes=20_000))
     assert [s["session_id"] for s in ok] == ["tau_bench-task1-trial0", "tau_bench-task3-trial0"]
     assert len(bad) == 1 and "over the limit of 20,000 bytes" in bad[0].reason and len(bad[0].raw) <= 1024
+
+
+def _bfcl_repro(tmp_path: Path) -> tuple:
+    """trial49b B4's files: m1 has 3 turns and a ground truth of 1, m2's ground truth is given twice
+    (the second, ``[[]]``, an empty expectation), m3 twice alike, m4 is sound."""
+    q = [json.dumps({"id": i, "question": [[{"role": "user", "content": f"{i} {t}"}] for t in range(n)]})
+         for i, n in (("m1", 3), ("m2", 1), ("m3", 1), ("m4", 1))]
+    a = [json.dumps({"id": "m1", "ground_truth": [["cd(folder='a')"]]}),
+         json.dumps({"id": "m2", "ground_truth": [["cd(folder='a')"]]}), json.dumps({"id": "m2", "ground_truth": [[]]}),
+         json.dumps({"id": "m3", "ground_truth": [["cd(folder='c')"]]}), json.dumps({"id": "m3", "ground_truth": [["cd(folder='c')"]]}),
+         json.dumps({"id": "m4", "ground_truth": [["cd(folder='d')"]]})]
+    res = tmp_path / "res.json"
+    res.write_text("".join(json.dumps({"id": i, "result": r}) + "\n" for i, r in (
+        ("m1", [["cd(folder='a')"]]), ("m2", [[]]), ("m3", [["cd(folder='c')"]]), ("m4", [["cd(folder='d')"]]))), encoding="utf-8")
+    return _bfcl(tmp_path, "qs", q, a), res, q, a
+
+
+def test_bfcl_never_gives_a_turn_an_empty_expectation_for_a_missing_one_nor_lets_a_repeated_id_win(tmp_path):
+    """trial49b B4: turns past the end of the ground truth got ``expected_tools: []`` (an empty trace scored
+    1.0) and of two answer records of one id the last silently won. Now a question whose ground truth has
+    another number of turns, or two different ground truths, is a dead letter with the question record as
+    ``raw``; each repeated answer record is one too, with its own record; an identical repeat is read once."""
+    path, res, q, a = _bfcl_repro(tmp_path)
+    ok, bad = _split(bfcl_sessions(str(path), tools_used=str(res)))
+    assert [s["session_id"] for s in ok] == ["m3", "m4"]
+    by_raw = {b.raw: b.reason for b in bad}
+    assert len(bad) == 4 and set(by_raw) == {q[0], q[1], a[2], a[4]}, by_raw
+    assert "ground_truth of 'm1' has 1 turn(s) for its 3 question turn(s)" in by_raw[q[0]]
+    assert "gives it 2 different ground truths (records 1, 2)" in by_raw[q[1]]
+    assert "answer record 2 repeats id 'm2' of record 1 with another ground_truth" in by_raw[a[2]]
+    assert "answer record 4 repeats id 'm3' of record 3 with the same ground_truth: read once" in by_raw[a[4]]
+    assert all(t["ground_truth_agentic"]["expected_tools"] for s in ok for t in s["conversation"])
+
+
+def test_bfcl_result_file_that_misses_a_question_or_its_turns_is_a_dead_letter_not_an_empty_trace(tmp_path):
+    q = [json.dumps({"id": i, "question": [[{"role": "user", "content": "x"}], [{"role": "user", "content": "y"}]]})
+         for i in ("r1", "r2", "r3")]
+    a = [json.dumps({"id": i, "ground_truth": [[], []]}) for i in ("r1", "r2", "r3")]  # BFCL's "call nothing"
+    res = tmp_path / "res.json"
+    res.write_text(json.dumps({"id": "r1", "result": [[], []]}) + "\n" + json.dumps({"id": "r2", "result": [[]]}) + "\n",
+                   encoding="utf-8")
+    ok, bad = _split(bfcl_sessions(str(_bfcl(tmp_path, "r", q, a)), tools_used=str(res)))
+    assert [s["session_id"] for s in ok] == ["r1"]
+    reasons = sorted(b.reason for b in bad)
+    assert "result of 'r2' has 1 turn(s) for its 2 question turn(s)" in reasons[0], reasons
+    assert f"no result for it in {res} (a missing result is not an empty trace)" in reasons[1], reasons
+
+
+def test_bfcl_repro_audited_for_tool_correctness_scores_only_what_has_its_ground_truth(tmp_path):
+    path, _, _, _ = _bfcl_repro(tmp_path)
+    ans = tmp_path / "possible_answer_qs.json"
+    doc = audit.run(["--quiet", f"--runner={FNAPI}", "--input-format", "bfcl", "--input", str(path), "--metrics", "agentic",
+                     "--agentic-correctness", "tools", "--agentic-k", "1", "--output", str(tmp_path / "out"), "--no-report"])
+    s = doc["summary"]
+    # the ground truth is the trace (tools_used ground_truth): m3, m4 read, m1, m2 and the two answer repeats rejected
+    assert s["interactions_read"] == 2 and s["rejected_at_read"] == 4, s
+    dead = [d for d in iter_dead_letters(str(tmp_path / "out")) if d["stage"] == "read"]
+    assert len(dead) == 4 and any(str(ans) in d["reason"] for d in dead)
+
+
+def test_tau_bench_never_leaves_out_part_of_a_record_it_maps(tmp_path):
+    """trial49b B5: non-object actions ("cancel_everything", null, 42) were dropped from expected_tools
+    (the task then scored like a clean one), non-object or unknown-role messages and assistant messages
+    before the first user message were ignored, and ``{"foo": 1}`` became the dead letter "session has an
+    empty conversation" whose raw was the mapped session. Each is now a dead letter naming the part,
+    with the τ-bench record as ``raw``; a record without actions gets no expectation (not an empty one)."""
+    def traj(task_id, **change):
+        rec = _traj(task_id)
+        for k, v in change.items():
+            if k == "actions":
+                rec["info"]["task"]["actions"] = v
+            elif k == "message":
+                rec["traj"].insert(v[0], v[1])
+            else:
+                rec[k] = v
+        return rec
+
+    records = [
+        traj(1, actions=[{"name": "get_user", "kwargs": {"id": "u1"}}, "cancel_everything", None, 42]),
+        traj(2, message=(4, "a string")),
+        traj(3, message=(4, {"role": "function", "content": "x"})),
+        traj(4, message=(1, {"role": "assistant", "content": "hello first"})),
+        {"foo": 1},
+        traj(6, message=(4, {"role": "tool", "tool_call_id": "nobody", "content": "{}"})),
+        traj(7, info={}),
+        traj(7),
+        traj(8),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(records), encoding="utf-8")
+    ok, bad = _split(tau_bench_sessions(str(path)))
+    assert [s["session_id"] for s in ok] == ["tau_bench-task7-trial0", "tau_bench-task8-trial0"]
+    assert ok[0]["conversation"][-1]["ground_truth_agentic"] == {}  # no actions given: no expectation
+    assert [len(t["ground_truth_agentic"]["expected_tools"]) for t in ok[1]["conversation"][-1:]] == [1]
+    assert [b.raw for b in bad] == [json.dumps(r, ensure_ascii=False) for r in records[:6] + records[7:8]]
+    why = [b.reason.split("cannot be mapped to a session ", 1)[1] for b in bad]
+    assert why == [
+        "(info.task.actions[1] is text, not an action object ({name, kwargs}))",
+        "(traj[4] is text, not a message object)",
+        "(traj[4] has role 'function', not one of system, user, assistant, tool)",
+        "(traj[1] is an assistant message before the first user message: it belongs to no turn)",
+        "(task_id is missing: the session id is built from task_id and trial (a number or text))",
+        "(traj[4] is the result of tool call 'nobody', which no earlier call awaits)",
+        "(task_id '7' and trial '0' repeat those of record 6: a second trajectory of the same task and trial)",
+    ], why
+
+
+def test_tau_bench_actions_that_cannot_be_read_are_never_scored_as_a_clean_task(tmp_path):
+    """trial49b B5 through the audit: ``--input-format tau_bench --agentic-correctness tools`` scored the
+    task whose actions held "cancel_everything", null and 42 1.0; now it is a dead letter at read."""
+    good, bad = _traj(1), _traj(2)
+    bad["info"]["task"]["actions"] += ["cancel_everything", None, 42]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([good, bad]), encoding="utf-8")
+    doc = audit.run(["--quiet", f"--runner={FNAPI}", "--input-format", "tau_bench", "--input", str(path), "--metrics",
+                     "agentic", "--agentic-correctness", "tools", "--agentic-k", "1", "--output", str(tmp_path / "out"),
+                     "--no-report"])
+    s = doc["summary"]
+    assert s["interactions_read"] == 1 and s["rejected_at_read"] == 1, s
+    (dead,) = [d for d in iter_dead_letters(str(tmp_path / "out")) if d["stage"] == "read"]
+    assert "info.task.actions[1] is text" in dead["reason"] and json.loads(dead["raw"]) == bad

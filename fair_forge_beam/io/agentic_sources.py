@@ -59,14 +59,14 @@ import ast
 import json
 import os
 import sys
-from typing import Any, Optional, Sequence, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the guarded import (case-006)
 from fair_forge_beam.blank import is_blank_line
 from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.quoting import quoted
-from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.plain import json_kind, plain_reason
 
 __all__ = [
     "tau_bench_sessions",
@@ -149,14 +149,18 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
     return records or [ReadError(f"{path}: empty file, no records", "")]
 
 
+def _raw(rec: Any) -> str:
+    """The record as it was read (JSON text): a dead letter's ``raw``."""
+    try:
+        return json.dumps(rec, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(rec)
+
+
 def _record_error(what: str, path: str, i: int, rec: Any, exc: Exception):
     from fair_forge_beam.io.read import ReadError
 
-    try:
-        raw = json.dumps(rec, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        raw = repr(rec)
-    return ReadError(f"{path}: {what} record {i} cannot be mapped to a session ({plain_reason(exc)})", raw)
+    return ReadError(f"{path}: {what} record {i} cannot be mapped to a session ({plain_reason(exc)})", _raw(rec))
 
 
 def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:
@@ -188,24 +192,76 @@ def _arguments(text: Any) -> dict:
     return value if isinstance(value, dict) else {"__unparsed_arguments__": text}
 
 
+_TAU_ROLES = ("system", "user", "assistant", "tool")
+
+
+def _tau_id(rec: dict, field: str) -> Union[int, str]:
+    value = rec.get(field)
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{field} is {'missing' if value is None else json_kind(value)}: the session id is built "
+                         f"from task_id and trial (a number or text)")
+    return value
+
+
+def _tau_actions(rec: dict) -> Optional[list]:
+    """The expected tools of ``info.task.actions``, or ``None`` when the record gives no actions (no
+    expectation: tool correctness is not applicable, never an empty list that an empty trace matches).
+    Raises ``TypeError`` for an action that cannot be read as a call: never left out."""
+    info = rec.get("info")
+    if info is None:
+        return None
+    if not isinstance(info, dict):
+        raise TypeError(f"info must be an object, got {json_kind(info)}")
+    task = info.get("task")
+    if task is None:
+        return None
+    if not isinstance(task, dict):
+        raise TypeError(f"info.task must be an object, got {json_kind(task)}")
+    actions = task.get("actions")
+    if actions is None:
+        return None
+    if not isinstance(actions, list):
+        raise TypeError(f"info.task.actions must be a list, got {json_kind(actions)}")
+    expected = []
+    for i, a in enumerate(actions):
+        if not isinstance(a, dict):
+            raise TypeError(f"info.task.actions[{i}] is {json_kind(a)}, not an action object ({{name, kwargs}})")
+        if not isinstance(a.get("kwargs"), dict):
+            raise TypeError(f"info.task.actions[{i}].kwargs is {json_kind(a.get('kwargs'))}, not an object of arguments")
+        expected.append({"tool_name": a.get("name") or UNPARSED, "parameters": a["kwargs"], "step": i + 1})
+    return expected
+
+
 def _tau_session(rec: dict, assistant_id: str) -> dict:
-    task_id, trial = rec.get("task_id"), rec.get("trial")
+    """One τ-bench record → a session. Raises ``TypeError`` or ``ValueError`` for a record that cannot
+    be mapped whole (the caller's dead letter, with the record): no task_id or trial, no trajectory or
+    no user message in it, a message that is not an object or has another role than system, user,
+    assistant or tool, a system message after the first user message, an assistant or tool message
+    before it (it belongs to no turn), a tool result no call awaits, an action that is not an object."""
+    task_id, trial = _tau_id(rec, "task_id"), _tau_id(rec, "trial")
     session_id = f"tau_bench-task{task_id}-trial{trial}"
-    traj = rec.get("traj") or []
+    traj = rec.get("traj")
     if not isinstance(traj, list):
-        raise TypeError(f"traj must be a list of messages, got {type(traj).__name__}")
-    context = next((m.get("content") or "" for m in traj if isinstance(m, dict) and m.get("role") == "system"), "")
+        raise TypeError(f"traj must be a list of messages, got {json_kind(traj)}")
+    context = None
     pending: dict = {}  # call id -> calls still waiting for their result (ids repeat inside a trajectory)
     turns: list[dict] = []
-    for m in traj:
+    for n, m in enumerate(traj):
         if not isinstance(m, dict):
-            continue
+            raise TypeError(f"traj[{n}] is {json_kind(m)}, not a message object")
         role = m.get("role")
+        if role not in _TAU_ROLES:
+            raise ValueError(f"traj[{n}] has role {quoted(role)}, not one of {', '.join(_TAU_ROLES)}")
+        if role == "system":
+            if turns or context is not None:
+                raise ValueError(f"traj[{n}] is a system message after the first {'user' if turns else 'system'} message")
+            context = m.get("content") or ""
+            continue
         if role == "user":
             turns.append({"query": m.get("content") or "", "tools": [], "answer": "", "answer_pos": -1, "last_tool": -1, "pos": 0})
             continue
         if not turns:
-            continue
+            raise ValueError(f"traj[{n}] is an {role} message before the first user message: it belongs to no turn")
         t = turns[-1]
         t["pos"] += 1
         if role == "assistant":
@@ -226,18 +282,17 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
                 pending.setdefault((call or {}).get("id"), []).append(entry)
             if m.get("content"):
                 t["answer"], t["answer_pos"] = m["content"], t["pos"]
-        elif role == "tool":
+        else:  # a tool result
             t["last_tool"] = t["pos"]
             waiting = pending.get(m.get("tool_call_id")) or []
-            if waiting:
-                waiting.pop(0)["result"] = m.get("content")
-    actions = ((rec.get("info") or {}).get("task") or {}).get("actions") or []
-    if not isinstance(actions, list):
-        raise TypeError(f"info.task.actions must be a list, got {type(actions).__name__}")
-    expected = [
-        {"tool_name": a.get("name") or UNPARSED, "parameters": a.get("kwargs") or {}, "step": i + 1}
-        for i, a in enumerate(actions) if isinstance(a, dict)
-    ]
+            if not waiting:
+                raise ValueError(f"traj[{n}] is the result of tool call {quoted(m.get('tool_call_id'))}, which no earlier "
+                                 "call awaits")
+            waiting.pop(0)["result"] = m.get("content")
+    if not turns:
+        raise ValueError("traj has no user message: no turn to score")
+    expected = _tau_actions(rec)
+    context = context or ""
     conversation = []
     for i, t in enumerate(turns):
         conversation.append({
@@ -253,7 +308,8 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
                 "final_answer_uses_tools": bool(t["tools"]) and t["answer_pos"] > t["last_tool"],
             },
             "ground_truth_agentic": (
-                {"expected_tools": expected, "tool_sequence_matters": False} if i == len(turns) - 1 else {}
+                {"expected_tools": expected, "tool_sequence_matters": False}
+                if i == len(turns) - 1 and expected is not None else {}
             ),
         })
     return {"session_id": session_id, "assistant_id": assistant_id, "language": "english", "context": context, "conversation": conversation}
@@ -268,16 +324,27 @@ def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt
     :class:`~fair_forge_beam.io.read.ReadError` (a dead letter naming the file and record).
     Raises ``ValueError`` for a pattern matching no file."""
     out = []
+    seen: dict = {}  # session id -> (file, record) of the trajectory that made it
     for f in _expand(path):
         for i, rec in enumerate(_file_records(f, max_record_bytes)):
             if not isinstance(rec, dict):
                 out.append(rec)
                 continue
             try:
-                out.append(_tau_session(rec, assistant_id))
+                session = _tau_session(rec, assistant_id)
+                first = seen.setdefault(session["session_id"], (f, i))
+                if first != (f, i):  # a second trajectory of one task and trial: never merged into the first's session
+                    raise ValueError(f"task_id {quoted(str(rec['task_id']))} and trial {quoted(str(rec['trial']))} repeat "
+                                     f"those of {_where(first, f)}: a second trajectory of the same task and trial")
+                out.append(session)
             except (AttributeError, TypeError, ValueError) as exc:
                 out.append(_record_error("τ-bench", f, i, rec, exc))
     return out
+
+
+def _where(first: tuple, f: str) -> str:
+    """``record 3`` (in the file ``f``) or ``FILE record 3`` (another file)."""
+    return f"record {first[1]}" if first[0] == f else f"{first[0]} record {first[1]}"
 
 
 # ------------------------------------------------------------------ BFCL
@@ -383,65 +450,136 @@ def bfcl_sessions(
     Raises ``ValueError`` for a missing question or answer file.
     """
     out = []
+    seen: dict = {}  # question id -> (file, record) of the question that made its session
     for f in _expand(path):
         folder, name = os.path.split(f)
-        ans = _bfcl_answer_file(f, answers_path)
-        truth = {}
-        for r in _file_records(ans, max_record_bytes):
-            if isinstance(r, dict) and isinstance(r.get("id"), (str, int)):
-                truth[r["id"]] = r.get("ground_truth")
-            else:  # an unreadable answer line or file: dead letter; its question gets no ground truth
-                out.append(r)
+        truth = _by_id(_bfcl_answer_file(f, answers_path), "ground_truth", "answer", max_record_bytes, out)
         signatures = _signatures(folder)
         if tools_used in ("ground_truth", "none"):
             results, assistant_id = None, tools_used
         else:
-            results = {}
-            for r in _file_records(tools_used, max_record_bytes):
-                if isinstance(r, dict) and isinstance(r.get("id"), (str, int)):
-                    results[r["id"]] = r.get("result")
-                else:
-                    out.append(r)
+            results = _by_id(tools_used, "result", "result", max_record_bytes, out)
             assistant_id = os.path.splitext(os.path.basename(tools_used))[0]
         for n, rec in enumerate(_file_records(f, max_record_bytes)):
-            if not isinstance(rec, dict) or "id" not in rec:
+            if not isinstance(rec, dict):
                 out.append(rec)
                 continue
             try:
-                out.append(_bfcl_session(rec, truth, results, tools_used, assistant_id, signatures))
+                if "id" not in rec:
+                    raise ValueError("no id")
+                session = _bfcl_session(rec, truth, results, tools_used, assistant_id, signatures)
+                first = seen.setdefault(rec["id"], (f, n))
+                if first != (f, n):  # never merged into the first question's session
+                    raise ValueError(f"id {quoted(str(rec['id']))} repeats that of question {_where(first, f)}")
+                out.append(session)
             except (AttributeError, TypeError, ValueError) as exc:
                 out.append(_record_error("BFCL", f, n, rec, exc))
     return out
 
 
-def _bfcl_session(rec: dict, truth: dict, results: Optional[dict], tools_used: str, assistant_id: str, signatures: dict) -> dict:
+class _Entries(NamedTuple):
+    """An answer or result file's entries by id: ``values`` (the first record's field), ``records``
+    (``([record numbers], [the repeats' values])`` of each id) and the file."""
+
+    values: dict
+    records: dict
+    path: str
+
+    def problem(self, key: Any, what: str) -> Optional[str]:
+        """Why the id ``key`` has no one entry here, or ``None``: none at all, or several that differ."""
+        if key not in self.values:
+            return f"no {what} for it in {self.path}"
+        nums, repeats = self.records[key]
+        if not all(_same(r, self.values[key]) for r in repeats):
+            return (f"{self.path} gives it {len(nums)} different {what}s (records {', '.join(str(i) for i in nums)}): "
+                    "which one holds is not known")
+        return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def _by_id(path: str, field: str, what: str, max_record_bytes: Optional[int], out: list) -> _Entries:
+    """The ``field`` of each id of a BFCL answer or result file. What is not one entry is a dead letter
+    in ``out``, with its record: an unreadable file or line, a record that is not an object or has no
+    id (a string or an integer), and each repeat of an id (the first record's value stands when every
+    repeat holds the same; when they differ, the id's question is a dead letter too: :meth:`_Entries.problem`)."""
+    from fair_forge_beam.io.read import ReadError
+
+    values: dict = {}
+    records: dict = {}  # id -> ([record numbers], [the repeats' values])
+    for i, r in enumerate(_file_records(path, max_record_bytes)):
+        if isinstance(r, ReadError):  # an unreadable line or file: its question gets no ground truth
+            out.append(r)
+            continue
+        key = r.get("id") if isinstance(r, dict) else None
+        if isinstance(key, bool) or not isinstance(key, (str, int)):
+            why = "not an object" if not isinstance(r, dict) else ("no id" if key is None else f"its id is {json_kind(key)}")
+            out.append(ReadError(f"{path}: {what} record {i} is not used ({why}; an id is a string or an integer)", _raw(r)))
+            continue
+        if key in values:
+            nums, repeats = records[key]
+            same = _same(r.get(field), values[key])
+            out.append(ReadError(
+                f"{path}: {what} record {i} repeats id {quoted(str(key))} of record {nums[0]} "
+                + (f"with the same {field}: read once" if same else
+                   f"with another {field}: the question {quoted(str(key))} is scored with neither"), _raw(r)))
+            nums.append(i)
+            repeats.append(r.get(field))
+            continue
+        values[key] = r.get(field)
+        records[key] = ([i], [])
+    return _Entries(values, records, path)
+
+
+def _bfcl_session(rec: dict, truth: _Entries, results: Optional[_Entries], tools_used: str, assistant_id: str,
+                  signatures: dict) -> dict:
     """One BFCL question record → a session. A question without a ground-truth entry gets no
     ``expected_tools`` (tool correctness not applicable), never an empty expectation that an
-    empty trace would match perfectly. Raises ``TypeError`` for fields of the wrong type."""
+    empty trace would match perfectly. Raises ``TypeError`` for fields of the wrong type and
+    ``ValueError`` for a question that cannot be mapped whole: a ground truth (or result) whose
+    number of turns is not the question's (a turn past its end would have none), one the answer
+    (result) file gives differently in two records, a result file without the question's id."""
     if not isinstance(rec["id"], (str, int)) or isinstance(rec["id"], bool):
         raise TypeError(f"id must be a string or an integer, got {type(rec['id']).__name__}")
     questions = rec.get("question") or []
     if not isinstance(questions, list):
         raise TypeError(f"question must be a list of turns, got {type(questions).__name__}")
     sid = str(rec["id"])
-    has_truth = rec["id"] in truth
-    gt = truth.get(rec["id"]) or []
+    has_truth = rec["id"] in truth.values
+    if has_truth:
+        problem = truth.problem(rec["id"], "ground truth")
+        if problem:
+            raise ValueError(problem)
+    gt = truth.values.get(rec["id"]) if has_truth else []
     if not isinstance(gt, list):
-        raise TypeError(f"ground_truth of {quoted(sid)} must be a list (one entry per turn), got {type(gt).__name__}")
-    res = None if results is None else (results.get(rec["id"]) or [])
-    if res is not None and not isinstance(res, list):
-        raise TypeError(f"result of {quoted(sid)} must be a list (one entry per turn), got {type(res).__name__}")
+        raise TypeError(f"ground_truth of {quoted(sid)} must be a list (one entry per turn), got {json_kind(gt)}")
+    if has_truth and len(gt) != len(questions):
+        raise ValueError(f"ground_truth of {quoted(sid)} has {len(gt)} turn(s) for its {len(questions)} question turn(s): "
+                         "a turn past its end would have no expectation")
+    res = None
+    if results is not None:
+        problem = results.problem(rec["id"], "result")
+        if problem:
+            raise ValueError(problem + " (a missing result is not an empty trace)")
+        res = results.values[rec["id"]]
+        if not isinstance(res, list):
+            raise TypeError(f"result of {quoted(sid)} must be a list (one entry per turn), got {json_kind(res)}")
+        if len(res) != len(questions):
+            raise ValueError(f"result of {quoted(sid)} has {len(res)} turn(s) for its {len(questions)} question turn(s): "
+                             "a turn past its end would have no trace")
     conversation = []
     for i, msgs in enumerate(questions):
         msgs = msgs if isinstance(msgs, list) else [msgs]
         query = "\n".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict) and m.get("role") == "user")
-        expected = _calls(gt[i] if i < len(gt) else [], signatures)
+        expected = _calls(gt[i] if has_truth else [], signatures)
         if tools_used == "ground_truth":
             used = [dict(c) for c in expected]
         elif tools_used == "none":
             used = []
         else:
-            used = _calls(res[i] if i < len(res) else [], signatures)
+            used = _calls(res[i], signatures)
         conversation.append({
             "qa_id": f"{sid}-turn{i}",
             "query": query,
