@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import functools
 import unicodedata
+from typing import Optional
 
 import regex
 
-__all__ = ["is_blank", "is_blank_char", "is_blank_line", "is_invisible_char"]
+__all__ = ["is_blank", "is_blank_char", "is_blank_line", "is_invisible_char", "damage_char", "blank_text_reason",
+           "unreadable_text_reason"]
 
 #: what shows as nothing between two visible characters: Unicode's ``Default_Ignorable_Code_Point``
 #: (zero-width characters and joiners, U+FEFF, U+2060-U+206F, soft hyphen, bidirectional marks,
@@ -77,4 +79,42 @@ def is_blank_line(text: str) -> bool:
     cut and padded, a disk block of zeros), so it stays a rejected line that names it. The audit's
     reader and the agentic loaders both ask this (issue 29 T14: a line of only U+200B was rejected
     as invalid JSON while one of only NBSP or U+2028 was skipped)."""
-    return is_blank(text) and not any(unicodedata.category(ch) == "Cc" and not ch.isspace() for ch in text)
+    return is_blank(text) and damage_char(text) is None
+
+
+def damage_char(text: str) -> Optional[int]:
+    """The position of the first control character of ``text`` that is not whitespace (a NUL, U+0001,
+    ESC …), or ``None``: such a character is damage (a file cut and padded, a disk block of zeros,
+    bytes read as the wrong encoding), never text to read. Tab, line feed and carriage return are
+    whitespace, not damage."""
+    for i, ch in enumerate(text):
+        if unicodedata.category(ch) == "Cc" and not ch.isspace():
+            return i
+    return None
+
+
+def blank_text_reason(field: str, text: str) -> Optional[str]:
+    """Why ``text`` (a ``field``: "prompt", "target", "question" …) holds nothing to read, or ``None``:
+    blank by :func:`is_blank` (empty, whitespace, zero-width or other invisible characters), or only
+    combining marks (with invisible characters): no base character for a mark to sit on (explain's
+    model failed on it with a library's words, "ArrayRef: invalid slice", issue 28 trial29 T10)."""
+    if is_blank(text):
+        return (f"blank {field}: the {field} holds nothing to read "
+                f"({'empty' if not text else 'only whitespace or invisible characters'})")
+    if all(is_blank_char(ch) or unicodedata.category(ch).startswith("M") for ch in text):
+        return f"blank {field}: the {field} holds only combining marks (no character for them to sit on)"
+    return None
+
+
+def unreadable_text_reason(field: str, text: str) -> Optional[str]:
+    """Why a text that is made, not read from a user's file (a generated question), is no text to use,
+    or ``None``: :func:`blank_text_reason`, or a control character that is not whitespace anywhere in it
+    (:func:`damage_char`: ``"a\\x00b"`` shows as ``ab`` and is damage, not a question)."""
+    blank = blank_text_reason(field, text)
+    if blank:
+        return blank
+    at = damage_char(text)
+    if at is not None:
+        return (f"the {field} holds a control character, U+{ord(text[at]):04X} at character {at + 1} of "
+                f"{len(text)}: damage, not text")
+    return None

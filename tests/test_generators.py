@@ -419,3 +419,54 @@ def test_a_generators_reply_of_another_shape_is_named_as_its_reply_missing_field
     assert len(dead) == 1 and dead[0]["stage"] == "generator" and dead[0]["source"].startswith("generator:"), dead
     assert dead[0]["reason"].startswith("invalid answer after 2 attempt(s): the generator's reply: queries: is required "
                                         "but missing; chunk_summary: is required but missing; score: is not a field"), dead[0]["reason"]
+
+
+def test_blank_damaged_and_surplus_questions_never_enter_the_dataset_unsaid(tmp_path, caplog):
+    """trial49b B7: "   ", "\\u200b\\u200f" and "a\\u0000b" went into dataset.jsonl with 0 dead letters (explain
+    refuses such a prompt as blank), and with --num-queries 1 all 5 questions of each answer were kept
+    (requested 2, generated 10) without a word. Now the answer's rejected questions are one dead letter
+    with the raw answer and their reasons, the first usable question is kept, and the cut ones are
+    counted (``surplus``) and warned about."""
+    import logging
+
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+    from pipelines import generate
+
+    questions = ["   ", "\u200b\u200f", "a\u0000b", "How many bags?", "And the fee?", "\u0301"]
+
+    def five(req):
+        return {"queries": [{"query": q} for q in questions], "chunk_summary": "sum"}
+
+    args = ["--corpus", "callcenter", "--strategy", "random", "--num-samples", "2", "--chunks-per-sample", "1",
+            "--seed", "7", "--num-queries", "1", "--assistant-id", "bot", "--generator-model", "gen-model",
+            "--generator-retries", "0"]
+    with caplog.at_level(logging.WARNING, logger="fair_forge_beam.loop"), ScriptedOpenAIServer(five) as srv:
+        summary = generate.run([*args, "--generator-base-url", srv.base_url, "--generator-cache", str(tmp_path / "c.sqlite3"),
+                                "--output", str(tmp_path / "out")])
+    records = [json.loads(line) for line in (tmp_path / "out" / "dataset.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [b["query"] for r in records for b in r["conversation"]] == ["How many bags?", "How many bags?"]
+    dead = [json.loads(line) for line in (tmp_path / "out" / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(dead) == 2 and summary["dead_letters"] == 2 and all(d["stage"] == "generator" for d in dead)
+    assert dead[0]["reason"] == (
+        "4 of the 6 generated questions not used: queries[0]: blank question: the question holds nothing to read (only "
+        "whitespace or invisible characters); queries[1]: blank question: the question holds nothing to read (only "
+        "whitespace or invisible characters); queries[2]: the question holds a control character, U+0000 at character 2 "
+        "of 3: damage, not text; and 1 more"), dead[0]["reason"]
+    assert json.loads(dead[0]["raw"])["queries"][2]["query"] == "a\u0000b"
+    assert summary["surplus"] == {"requested_per_chunk": 1, "chunks_over": 2, "returned": 4, "kept": 2, "cut": 2}
+    assert summary["shortfall"]["missing"] == 0 and summary["interactions"] == 2
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("more questions than asked: 2 chunk(s) answered with 4 where 1 per chunk were asked" in m for m in warned), warned
+
+
+def test_a_generated_conversation_with_a_blank_turn_is_rejected_whole_and_extra_turns_cut():
+    from fair_forge_beam.generators.generate import generated_items
+
+    def turns(*qs):
+        return {"turns": [{"query": q, "turn_number": i} for i, q in enumerate(qs, start=1)]}
+
+    kept, rejected, cut = generated_items(turns("Hi?", "\u200b", "Why?"), True, 3)
+    assert (kept, cut) == ([], 0) and rejected == [
+        "turn 2: blank question: the question holds nothing to read (only whitespace or invisible characters)"]
+    kept, rejected, cut = generated_items(turns("Hi?", "So?", "Why?"), True, 2)
+    assert [t["query"] for t in kept] == ["Hi?", "So?"] and (rejected, cut) == ([], 1)

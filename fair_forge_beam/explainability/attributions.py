@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-import unicodedata
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.blank import is_blank, is_blank_char
+from fair_forge_beam.blank import blank_text_reason, is_blank
 from fair_forge_beam.explainability.schemas import (AttributionBatchResult, AttributionMethod, AttributionResult, Granularity,
                                                     TokenAttribution)
 from fair_forge_beam.quoting import quoted
@@ -117,20 +116,6 @@ def unattributed_text(text: str, elements: Sequence[str]) -> list[str]:
     if not is_blank(text[pos:]):
         missing.append(text[pos:].strip())
     return missing
-
-
-def blank_text_reason(field: str, text: str) -> Optional[str]:
-    """Why ``text`` (the item's ``field``: "prompt" or "target") holds nothing to attribute, or ``None``:
-    blank by :func:`~fair_forge_beam.blank.is_blank` (empty, whitespace, zero-width or other invisible
-    characters), or only combining marks (with invisible characters): no base character for a mark to
-    sit on, so no element for the model's split — the model failed on it with a library's words
-    ("ArrayRef: invalid slice", issue 28 trial29 T10)."""
-    if is_blank(text):
-        return (f"blank {field}: the {field} holds nothing to read "
-                f"({'empty' if not text else 'only whitespace or invisible characters'})")
-    if all(is_blank_char(ch) or unicodedata.category(ch).startswith("M") for ch in text):
-        return f"blank {field}: the {field} holds only combining marks (no character for them to sit on)"
-    return None
 
 
 class ModelFailure(ValueError):

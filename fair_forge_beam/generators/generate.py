@@ -37,7 +37,7 @@ import typing
 from typing import Any, Optional, Sequence
 
 from fair_forge_beam._beam import beam
-from fair_forge_beam.blank import is_blank
+from fair_forge_beam.blank import is_blank, unreadable_text_reason
 from fair_forge_beam.components.judge.prompts import PromptTemplate
 from fair_forge_beam.io.elements import dead_letter
 from fair_forge_beam.generators.schemas import (
@@ -52,9 +52,10 @@ from fair_forge_beam.options import bound_problem, checked_pipeline_args, option
 
 __all__ = ["Generator", "GenerateDataset", "WriteGenerated", "generator_handler", "plan_requests", "GenerationPlan",
            "query_messages", "conversation_messages", "GENERATOR_NAMESPACE", "OUTPUT_FILES",
-           "generation_shortfall", "shortfall_warning"]
+           "generation_shortfall", "shortfall_warning", "generated_items", "generation_surplus", "surplus_warning"]
 
 GENERATOR_NAMESPACE = "fair_forge_beam.generator"
+SURPLUS = "surplus"  #: the tagged output and summary field of answers that held more than asked
 OUTPUT_FILES = ("dataset.jsonl", "dataset.parquet", "dead_letter.jsonl", "generation_summary.json")
 
 _QUERY_SYSTEM = (
@@ -223,9 +224,50 @@ def _qa_prefix(chunk_id: str, occurrence: int) -> str:
     return chunk_id if occurrence == 1 else f"{chunk_id}#{occurrence}"
 
 
+def generated_items(parsed: dict, conversation_mode: bool, requested: Optional[int] = None) -> tuple:
+    """``(kept, rejected, cut)``: the questions (``parsed["queries"]``) or turns (``parsed["turns"]``,
+    by turn number) of one validated answer that are used, the problems of the others, and how many
+    usable ones past ``requested`` were cut.
+
+    An item whose ``query`` is no text to use (:func:`~fair_forge_beam.blank.unreadable_text_reason`:
+    blank — empty, whitespace, invisible characters, only combining marks — as explain refuses a
+    prompt, or holding a control character that is not whitespace) is rejected: a question is left
+    out (the answer's other questions are kept), a conversation is rejected whole (its later turns
+    build on the missing one). Of the usable items, the first ``requested`` are kept: an answer with
+    more than asked never grows the test set past ``--num-queries`` per chunk (the surplus is counted
+    and warned about, :func:`generation_surplus`). Raises ``ValueError`` when a conversation repeats
+    a turn number."""
+    if not conversation_mode:
+        kept, rejected = [], []
+        for i, q in enumerate(parsed["queries"]):
+            why = unreadable_text_reason("question", q["query"])
+            if why:
+                rejected.append(f"queries[{i}]: {why}")
+            else:
+                kept.append(q)
+    else:
+        turns = sorted(parsed["turns"], key=lambda t: t["turn_number"])
+        numbers = [t["turn_number"] for t in turns]
+        if len(set(numbers)) != len(numbers):
+            raise ValueError(f"conversation repeats turn numbers {numbers}")
+        rejected = [f"turn {t['turn_number']}: {why}" for t in turns
+                    for why in [unreadable_text_reason("question", t["query"])] if why]
+        kept = [] if rejected else turns
+    limit = len(kept) if requested is None else max(0, int(requested))
+    return kept[:limit], rejected, max(0, len(kept) - limit)
+
+
+def _rejected_reason(rejected: Sequence[str], returned: int, key: str) -> str:
+    """One dead letter's reason for an answer's rejected items: how many, the first three problems."""
+    what = "turns" if key == "turns" else "questions"
+    whole = " (a conversation is kept whole or not at all)" if key == "turns" else ""
+    shown = "; ".join(rejected[:3]) + (f"; and {len(rejected) - 3} more" if len(rejected) > 3 else "")
+    return f"{len(rejected)} of the {returned} generated {what} not used{whole}: {shown}"
+
+
 def batches_for(chunk_id: str, occurrence: int, parsed: dict, conversation_mode: bool) -> list[dict]:
-    """``Batch`` dicts (spec §10 shape) from one validated answer. Raises ``ValueError`` when a
-    conversation repeats a turn number."""
+    """``Batch`` dicts (spec §10 shape) from the items of one validated answer (``parsed``, its
+    ``queries`` or ``turns`` already checked: :func:`generated_items`)."""
     prefix = _qa_prefix(chunk_id, occurrence)
     out = []
     if not conversation_mode:
@@ -237,12 +279,8 @@ def batches_for(chunk_id: str, occurrence: int, parsed: dict, conversation_mode:
             out.append({"qa_id": f"{prefix}_q{i}", "query": q["query"], "assistant": "", "ground_truth_assistant": "",
                         "observation": f"Generated from chunk {chunk_id}", "agentic": agentic, "ground_truth_agentic": {}})
         return out
-    turns = sorted(parsed["turns"], key=lambda t: t["turn_number"])
-    numbers = [t["turn_number"] for t in turns]
-    if len(set(numbers)) != len(numbers):
-        raise ValueError(f"conversation repeats turn numbers {numbers}")
     prev = None
-    for t in turns:
+    for t in parsed["turns"]:
         n = t["turn_number"]
         agentic: dict[str, Any] = {"chunk_id": chunk_id, "turn_number": n, "conversation_mode": True}
         if prev is not None:
@@ -259,22 +297,34 @@ def batches_for(chunk_id: str, occurrence: int, parsed: dict, conversation_mode:
 
 @beam.typehints.with_output_types(typing.Tuple[int, typing.Tuple[int, Any]])
 class _ToBatches(beam.DoFn):
-    """``JudgeResult`` → ``(group index, (position, [Batch dict, …]))``; a conversation with repeated
-    turn numbers → dead letter."""
+    """``JudgeResult`` → ``(group index, (position, [Batch dict, …]))`` of its usable items
+    (:func:`generated_items`, at most ``requested``); a conversation with repeated turn numbers, an
+    answer with rejected items (blank, damaged) → one dead letter with the raw answer; an answer with
+    more usable items than asked → ``TaggedOutput("surplus", (returned, cut))``."""
 
-    def __init__(self, slots: dict, conversation_mode: bool):
-        self._slots, self._conv = slots, conversation_mode
+    def __init__(self, slots: dict, conversation_mode: bool, requested: Optional[int] = None):
+        self._slots, self._conv, self._requested = slots, conversation_mode, requested
 
     def process(self, res):
         gi, pos = res.key.split("/")
         chunk_id, occ = self._slots[res.key]
+        key = "turns" if self._conv else "queries"
+
+        def dead(reason):
+            return beam.pvalue.TaggedOutput("dead", dead_letter("generator", reason, res.raw, element_id=chunk_id,
+                                                                source=f"generator:{res.key}"))
+
         try:
-            batches = batches_for(chunk_id, occ, res.parsed, self._conv)
+            kept, rejected, cut = generated_items(res.parsed, self._conv, self._requested)
         except ValueError as exc:
-            yield beam.pvalue.TaggedOutput("dead", dead_letter("generator", plain_reason(exc), res.raw, element_id=chunk_id,
-                                                               source=f"generator:{res.key}"))
+            yield dead(plain_reason(exc))
             return
-        yield int(gi), (int(pos), batches)
+        if rejected:
+            yield dead(_rejected_reason(rejected, len(res.parsed[key]), key))
+        if cut:
+            yield beam.pvalue.TaggedOutput(SURPLUS, (len(kept) + cut, cut))
+        if kept:  # an answer with no usable item adds nothing to its group (a group with none makes no session)
+            yield int(gi), (int(pos), batches_for(chunk_id, occ, {**res.parsed, key: kept}, self._conv))
 
 
 @beam.typehints.with_output_types(typing.Tuple[int, typing.Dict[str, Any]])
@@ -305,8 +355,9 @@ def _as_generator_stage(d):
 
 class GenerateDataset(beam.PTransform):
     """``PBegin`` → ``{"datasets": PCollection[(group index, Dataset dict)], "dead_letter":
-    PCollection[DeadLetter]}`` (stage ``"generator"``): asks ``plan.requests`` through
-    ``RunJudge(handler)`` and assembles one session per group."""
+    PCollection[DeadLetter]`` (stage ``"generator"``), ``"surplus": PCollection[(returned, cut)]`` (one per
+    answer with more usable items than ``plan.num``)}: asks ``plan.requests`` through
+    ``RunJudge(handler)`` and assembles one session per group (:func:`generated_items`)."""
 
     @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, handler, plan: GenerationPlan):
@@ -321,12 +372,13 @@ class GenerateDataset(beam.PTransform):
         groups = {g["index"]: g for g in plan.groups}
         reqs = pbegin | "GenRequests" >> beam.Create(list(plan.requests), reshuffle=False)
         judged = reqs | "GenAsk" >> RunJudge(self._handler, label_prefix="Gen")
-        parts = judged.results | "GenBatches" >> beam.ParDo(_ToBatches(slots, plan.conversation_mode)).with_outputs("dead", main="ok")
+        parts = judged.results | "GenBatches" >> beam.ParDo(_ToBatches(slots, plan.conversation_mode, plan.num)).with_outputs(
+            "dead", SURPLUS, main="ok")
         datasets = (parts.ok | "GenGroup" >> beam.GroupByKey()
                     | "GenDataset" >> beam.ParDo(_BuildDataset(groups, plan.assistant_id, plan.language)))
         dead = ((judged.dead_letters | "GenStage" >> beam.Map(_as_generator_stage), parts["dead"])
                 | "GenDead" >> beam.Flatten())
-        return {"datasets": datasets, "dead_letter": dead}
+        return {"datasets": datasets, "dead_letter": dead, SURPLUS: parts[SURPLUS]}
 
 
 def generation_shortfall(records: Sequence[dict], requested_per_chunk: int) -> dict:
@@ -358,8 +410,26 @@ def shortfall_warning(shortfall: Optional[dict]) -> Optional[str]:
             f"{shortfall['chunks_answered']} chunk(s) short); see 'shortfall' in generation_summary.json")
 
 
+def generation_surplus(surplus: Sequence, requested_per_chunk: Optional[int]) -> dict:
+    """How many usable questions (or turns) past ``requested_per_chunk`` were cut: ``surplus`` holds
+    ``(returned usable, cut)`` of each answer that held more than asked. Returns
+    ``{"requested_per_chunk", "chunks_over", "returned", "kept", "cut"}`` (of those chunks)."""
+    returned, cut = sum(r for r, _ in surplus), sum(c for _, c in surplus)
+    return {"requested_per_chunk": requested_per_chunk, "chunks_over": len(surplus), "returned": returned,
+            "kept": returned - cut, "cut": cut}
+
+
+def surplus_warning(surplus: Optional[dict]) -> Optional[str]:
+    """The warning line for a :func:`generation_surplus` with something cut, else None."""
+    if not surplus or not surplus.get("cut"):
+        return None
+    return (f"the generator returned more questions than asked: {surplus['chunks_over']} chunk(s) answered with "
+            f"{surplus['returned']} where {surplus['requested_per_chunk']} per chunk were asked; the first "
+            f"{surplus['requested_per_chunk']} of each were kept, {surplus['cut']} cut; see 'surplus' in generation_summary.json")
+
+
 def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: dict,
-                   requested_per_chunk: Optional[int] = None) -> list[str]:
+                   requested_per_chunk: Optional[int] = None, surplus: Sequence = ()) -> list[str]:
     """Write the sorted records (runs inside the pipeline, once). Returns the paths written."""
     import io
 
@@ -381,6 +451,8 @@ def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: 
                "dead_letters": len(dead_sorted), **counts}
     if requested_per_chunk is not None:
         summary["shortfall"] = generation_shortfall(records, requested_per_chunk)
+    if surplus:  # only when some answer held more than asked: a run without any writes the bytes it wrote before
+        summary[SURPLUS] = generation_surplus(surplus, requested_per_chunk)
     files.put_json("generation_summary.json", summary)
     return files.written
 
@@ -405,8 +477,8 @@ def _parquet_row(r: dict) -> dict:
     return {**{k: r[k] for k in ("session_id", "assistant_id", "language", "context")}, "conversation": conv}
 
 
-def _write_once(_, datasets, dead, out, parquet, counts, requested_per_chunk=None):
-    return _write_outputs(out, datasets, dead, parquet, counts, requested_per_chunk)
+def _write_once(_, datasets, dead, out, parquet, counts, requested_per_chunk=None, surplus=()):
+    return _write_outputs(out, datasets, dead, parquet, counts, requested_per_chunk, surplus)
 
 
 class WriteGenerated(beam.PTransform):
@@ -415,7 +487,8 @@ class WriteGenerated(beam.PTransform):
     (sorted), ``generation_summary.json``, and with ``parquet`` ``dataset.parquet`` (one row per
     session, nested ``conversation``; ``agentic`` is a struct of the generator's fields, null where
     a record has none). With ``requested_per_chunk`` (the plan's ``num``) the
-    summary holds ``shortfall`` (:func:`generation_shortfall`)."""
+    summary holds ``shortfall`` (:func:`generation_shortfall`), and ``surplus``
+    (:func:`generation_surplus`) when some answer held more than asked."""
 
     @checks_arguments  # a wrong value is named, never shown (fix39a)
     def __init__(self, out: str, parquet: bool = False, counts: Optional[dict] = None, requested_per_chunk: Optional[int] = None):
@@ -427,9 +500,11 @@ class WriteGenerated(beam.PTransform):
         p = outs["datasets"].pipeline
         ds = outs["datasets"] | "GenDatasetsList" >> beam.combiners.ToList()
         dl = outs["dead_letter"] | "GenDeadList" >> beam.combiners.ToList()
+        extra = outs[SURPLUS] if SURPLUS in outs else (p | "GenNoSurplus" >> beam.Create([]))
+        sl = extra | "GenSurplusList" >> beam.combiners.ToList()
         return (p | "GenWriteOnce" >> beam.Create([None])
                 | "GenWrite" >> beam.Map(_write_once, beam.pvalue.AsSingleton(ds), beam.pvalue.AsSingleton(dl),
-                                         self._out, self._parquet, self._counts, self._per_chunk))
+                                         self._out, self._parquet, self._counts, self._per_chunk, beam.pvalue.AsSingleton(sl)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -482,9 +557,17 @@ class Generator:
         if dead or not results:
             raise ValueError(f"generation failed: {dead[0]['reason'] if dead else 'no answer'}")
         parsed = results[0]["parsed"]
-        if conversation:
-            batches_for(chunk.chunk_id, 1, parsed, True)  # repeated turn numbers → ValueError
-        return parsed
+        # repeated turn numbers, a blank or damaged turn, no usable question → ValueError; more than asked: cut
+        kept, rejected, cut = generated_items(parsed, conversation, n)
+        key = "turns" if conversation else "queries"
+        if not kept:
+            raise ValueError(f"generation failed: {_rejected_reason(rejected, len(parsed[key]), key)}")
+        import logging
+
+        for warning in ([_rejected_reason(rejected, len(parsed[key]), key)] if rejected else []) + (
+                [surplus_warning(generation_surplus([(len(kept) + cut, cut)], n))] if cut else []):
+            logging.getLogger(__name__).warning("%s", warning)
+        return {**parsed, key: kept}
 
     def _run(self, plan: GenerationPlan, out: str, parquet: bool) -> None:
         from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
@@ -516,9 +599,10 @@ class Generator:
             for d in _read_jsonl(f"{tmp}/dead_letter.jsonl"):
                 logging.getLogger(__name__).warning("generation dead letter: %s (%s)", d["reason"], d.get("element_id"))
             with open(f"{tmp}/generation_summary.json", encoding="utf-8") as f:
-                warning = shortfall_warning(json.load(f).get("shortfall"))
-            if warning:
-                logging.getLogger(__name__).warning("%s", warning)
+                summary = json.load(f)
+            for warning in (shortfall_warning(summary.get("shortfall")), surplus_warning(summary.get(SURPLUS))):
+                if warning:
+                    logging.getLogger(__name__).warning("%s", warning)
             return [Dataset.model_validate(r) for r in _read_jsonl(f"{tmp}/dataset.jsonl")]
 
 
