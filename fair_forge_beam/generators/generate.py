@@ -25,8 +25,11 @@ second was asked or answered from the cache depending on timing, and a cached re
 from the first run.)
 
 Faults: an answer that never validates, an HTTP error that stays, a conversation with repeated
-turn numbers → dead letter (stage ``"generator"``, reason, raw answer); the group's other chunks
-still make the session; a group with no usable chunk makes no session.
+turn numbers, an answer's questions that are blank or damaged (:func:`generated_items`: the
+answer's other questions are kept, a conversation is rejected whole) → dead letter (stage
+``"generator"``, reason, raw answer); the group's other chunks still make the session; a group
+with no usable chunk makes no session. Usable questions past the number asked are cut, counted
+(``surplus``) and warned about.
 """
 from __future__ import annotations
 

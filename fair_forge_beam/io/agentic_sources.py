@@ -19,8 +19,17 @@ allowed): a JSON list of ``{task_id, trial, reward, info{task{actions, ...}}, tr
   (the trajectory's reward, repeated on each turn: use ``label_field="agentic.reward"``);
 * ``info.task.actions`` → ``ground_truth_agentic = {"expected_tools": [{tool_name, parameters,
   step}], "tool_sequence_matters": False}`` on the **last** turn (τ-bench grades the final
-  database state, not the order of calls). No reference answers (``ground_truth_assistant``
-  is ``None``).
+  database state, not the order of calls; ``[]`` is a task that expects no action). A record
+  without actions gives no expectation (``ground_truth_agentic = {}``: tool correctness not
+  applicable), never an empty list that an empty trace would match. No reference answers
+  (``ground_truth_assistant`` is ``None``).
+* a record that cannot be mapped whole is a dead letter, never a session with a part left out:
+  no ``task_id`` or ``trial``, a second trajectory of the same task and trial, a ``traj`` that is
+  not a list or has no user message, a message that is not an object or whose role is not
+  ``system``/``user``/``assistant``/``tool``, a system message after the first user message, an
+  assistant or tool message before it (it belongs to no turn), a tool result that no call awaits,
+  an action that is not an object with a ``kwargs`` object (trial49b B5: ``"cancel_everything"``,
+  ``null`` and ``42`` were left out of ``expected_tools`` and the task scored 1.0).
 
 **BFCL multi-turn** (Berkeley Function-Calling Leaderboard, e.g. ``BFCL_v4_multi_turn_base.json``):
 JSON lines ``{id, question: [[{role, content}], ...], involved_classes, ...}`` and the answer
@@ -32,16 +41,28 @@ file ``possible_answer_<same name>`` (or ``answers_path``) with ``{id, ground_tr
 * ``ground_truth[i]`` parsed with :mod:`ast` (never evaluated): keyword arguments by name,
   positional ones named after the function's parameters from ``multi_turn_func_doc/`` when that
   folder is next to the file (else ``arg0``, ``arg1`` …) → ``ground_truth_agentic =
-  {"expected_tools": [...], "tool_sequence_matters": True}``;
+  {"expected_tools": [...], "tool_sequence_matters": True}``; ``[]`` is a turn that expects no
+  call; a question without an entry in the answer file gets no expectation (``{}``);
+* a question that cannot be mapped whole is a dead letter with its record: a ground truth (or,
+  with a result file, a result) of another number of turns than the question has — a turn past
+  its end would have no expectation, or no trace —, an id the answer (result) file gives two
+  different values, a result file without the id (a missing result is not an empty trace), an id
+  given by an earlier question. Each repeated id of the answer or result file is a dead letter
+  with its own record (the first stands when the repeats are the same; when they differ, the
+  question is scored with neither), as is a record there without an id (trial49b B4: turns past the
+  ground truth's end were given ``expected_tools: []`` and scored 1.0 against an empty trace, and
+  of two answers of one id the last silently won);
 * there are no model answers: ``tools_used="ground_truth"`` copies the ground truth (a
   perfect-score fixture), ``"none"`` leaves tools empty, or a path to a BFCL-style result file
   (JSON lines ``{id, result}``, one list of call strings — or of steps of them — per turn);
   ``assistant`` is ``""``; ``agentic.task_id`` = ``id``.
 
-Records a loader cannot map (not an object, no trajectory, an unparsable call) are never
-dropped silently: a session-level problem raises nothing but yields the session with what could
-be read, and an unparsable ground-truth call becomes a call named ``"<unparsed>"`` with its text
-in ``parameters``, so it counts as a mismatch.
+Records a loader cannot map are never dropped silently nor mapped in part: each is a
+:class:`~fair_forge_beam.io.read.ReadError` whose reason names the file, the record and the part,
+and whose ``raw`` is the benchmark's record as it was read (a dead letter at read, counted in the
+summary's ``rejected_at_read``); a record that is not an object is passed on as it is (the reader
+dead-letters it). An unparsable call becomes a call named ``"<unparsed>"`` with its text in
+``parameters``, so it counts as a mismatch.
 
 Usable three ways: as functions (:func:`tau_bench_sessions`, :func:`bfcl_sessions`), as
 retrievers (``Agentic.run(TauBenchRetriever, k=4, path=..., correctness_source="label")``) and
@@ -320,8 +341,9 @@ def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt
     """Sessions (dicts of our schema) of τ-bench trajectory files (globs; ``.gz`` allowed), in
     file then record order. A record that is not an object is returned as is (the reader
     dead-letters it); an unreadable file or line (truncated, not UTF-8, invalid JSON, empty)
-    and a record whose fields have the wrong types are returned as
-    :class:`~fair_forge_beam.io.read.ReadError` (a dead letter naming the file and record).
+    and a record that cannot be mapped whole (:func:`_tau_session`; a task and trial given by an
+    earlier record) are returned as :class:`~fair_forge_beam.io.read.ReadError` (a dead letter
+    naming the file and record, with the record as ``raw``).
     Raises ``ValueError`` for a pattern matching no file."""
     out = []
     seen: dict = {}  # session id -> (file, record) of the trajectory that made it
@@ -443,9 +465,11 @@ def bfcl_sessions(
         tools_used: ``"ground_truth"``, ``"none"`` or a result file path.
         max_record_bytes: the largest record read from any of the files (:func:`_file_records`).
 
-    Unreadable files and lines (truncated, not UTF-8, invalid JSON) and records with fields of
-    the wrong type are returned as :class:`~fair_forge_beam.io.read.ReadError` (dead letters);
-    a question whose ground truth is missing gets no ``expected_tools``.
+    Unreadable files and lines (truncated, not UTF-8, invalid JSON), questions that cannot be
+    mapped whole (:func:`_bfcl_session`; an id given by an earlier question) and the answer and
+    result files' records without an id or repeating one (:func:`_by_id`) are returned as
+    :class:`~fair_forge_beam.io.read.ReadError` (dead letters, with the record as ``raw``); a
+    question whose ground truth is missing gets no ``expected_tools``.
 
     Raises ``ValueError`` for a missing question or answer file.
     """
