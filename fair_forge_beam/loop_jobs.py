@@ -96,8 +96,8 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
     Raises ``ValueError`` on a bad configuration, ``FileNotFoundError`` when the corpus is missing."""
     from fair_forge_beam._beam import beam
     from fair_forge_beam.components.judge.cache import cache_choice
-    from fair_forge_beam.generators.generate import (GenerateDataset, WriteGenerated, generator_handler, plan_requests,
-                                                     shortfall_warning, surplus_warning)
+    from fair_forge_beam.generators.generate import (GenerateDataset, WriteGenerated, generation_warnings,
+                                                     generator_handler, plan_requests)
     from fair_forge_beam.generators.loader import LocalMarkdownLoader
     from fair_forge_beam.generators.strategies import RandomSamplingStrategy, SequentialStrategy
     from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
@@ -168,9 +168,8 @@ def run_generate(args: Any, beam_args: Sequence[str]) -> dict:
         if c is not None:
             log.info("generator calls: %d planned — %d from the cache, %d asked (%d HTTP request(s), retries included), "
                      "%d failed", len(plan.requests), c["cache_hits"], c["calls"], c["requests"], c["failures"])
-        for warning in (shortfall_warning(doc.get("shortfall")), surplus_warning(doc.get("surplus"))):
-            if warning:
-                log.warning("%s", warning)
+        for warning in generation_warnings(doc):
+            log.warning("%s", warning)
         doc["dead_letter_reasons"] = dead_letter_reasons(out)
         _stop_if_empty("generate", doc, out, args.output)
         return doc

@@ -348,23 +348,31 @@ def test_upstream_style_api_text_mode_and_conversations(tmp_path):
             gen.generate_conversation(chunk, num_turns=2, custom_system_prompt="REPEAT turns about {{ context }}")
 
 
-def test_fewer_questions_than_asked_are_counted_and_warned(tmp_path, caplog):
-    """A generator that answers one question where two were asked: the shortfall is counted in
-    generation_summary.json and a warning names it (the session keeps what came back)."""
+def _generate_random(tmp_path, caplog, answer, chunks_per_sample: int, num_queries: int) -> dict:
+    """``pipelines.generate`` of 2 random samples of the callcenter corpus against a scripted server
+    answering ``answer(request)``, warnings caught; its summary."""
     import logging
 
     from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
     from pipelines import generate
 
+    args = ["--corpus", "callcenter", "--strategy", "random", "--num-samples", "2", "--chunks-per-sample",
+            str(chunks_per_sample), "--seed", "7", "--num-queries", str(num_queries), "--assistant-id", "bot",
+            "--generator-model", "gen-model", "--generator-retries", "0"]
+    with caplog.at_level(logging.WARNING, logger="fair_forge_beam.loop"), ScriptedOpenAIServer(answer) as srv:
+        return generate.run([*args, "--generator-base-url", srv.base_url, "--generator-cache", str(tmp_path / "c.sqlite3"),
+                             "--output", str(tmp_path / "out")])
+
+
+def test_fewer_questions_than_asked_are_counted_and_warned(tmp_path, caplog):
+    """A generator that answers one question where two were asked: the shortfall is counted in
+    generation_summary.json and a warning names it (the session keeps what came back)."""
+    import logging
+
     def one_query(req):
         return {"queries": [{"query": "Only one?", "query_type": "recall"}], "chunk_summary": "sum"}
 
-    args = ["--corpus", "callcenter", "--strategy", "random", "--num-samples", "2", "--chunks-per-sample", "2",
-            "--seed", "7", "--num-queries", "2", "--assistant-id", "bot", "--generator-model", "gen-model",
-            "--generator-retries", "0"]
-    with caplog.at_level(logging.WARNING, logger="fair_forge_beam.loop"), ScriptedOpenAIServer(one_query) as srv:
-        summary = generate.run([*args, "--generator-base-url", srv.base_url, "--generator-cache", str(tmp_path / "c.sqlite3"),
-                                "--output", str(tmp_path / "out")])
+    summary = _generate_random(tmp_path, caplog, one_query, chunks_per_sample=2, num_queries=2)
     assert summary["interactions"] == 4 and summary["calls_planned"] == 4
     assert summary["shortfall"] == {"requested_per_chunk": 2, "chunks_answered": 4, "chunks_short": 4,
                                     "requested": 8, "generated": 4, "missing": 4}
@@ -429,20 +437,12 @@ def test_blank_damaged_and_surplus_questions_never_enter_the_dataset_unsaid(tmp_
     counted (``surplus``) and warned about."""
     import logging
 
-    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
-    from pipelines import generate
-
     questions = ["   ", "\u200b\u200f", "a\u0000b", "How many bags?", "And the fee?", "\u0301"]
 
     def five(req):
         return {"queries": [{"query": q} for q in questions], "chunk_summary": "sum"}
 
-    args = ["--corpus", "callcenter", "--strategy", "random", "--num-samples", "2", "--chunks-per-sample", "1",
-            "--seed", "7", "--num-queries", "1", "--assistant-id", "bot", "--generator-model", "gen-model",
-            "--generator-retries", "0"]
-    with caplog.at_level(logging.WARNING, logger="fair_forge_beam.loop"), ScriptedOpenAIServer(five) as srv:
-        summary = generate.run([*args, "--generator-base-url", srv.base_url, "--generator-cache", str(tmp_path / "c.sqlite3"),
-                                "--output", str(tmp_path / "out")])
+    summary = _generate_random(tmp_path, caplog, five, chunks_per_sample=1, num_queries=1)
     records = [json.loads(line) for line in (tmp_path / "out" / "dataset.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [b["query"] for r in records for b in r["conversation"]] == ["How many bags?", "How many bags?"]
     dead = [json.loads(line) for line in (tmp_path / "out" / "dead_letter.jsonl").read_text(encoding="utf-8").splitlines()]

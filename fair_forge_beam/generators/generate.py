@@ -55,7 +55,7 @@ from fair_forge_beam.options import bound_problem, checked_pipeline_args, option
 
 __all__ = ["Generator", "GenerateDataset", "WriteGenerated", "generator_handler", "plan_requests", "GenerationPlan",
            "query_messages", "conversation_messages", "GENERATOR_NAMESPACE", "OUTPUT_FILES",
-           "generation_shortfall", "shortfall_warning", "generated_items", "generation_surplus", "surplus_warning"]
+           "generation_shortfall", "shortfall_warning", "generated_items", "generation_surplus", "generation_warnings"]
 
 GENERATOR_NAMESPACE = "fair_forge_beam.generator"
 SURPLUS = "surplus"  #: the tagged output and summary field of answers that held more than asked
@@ -422,13 +422,16 @@ def generation_surplus(surplus: Sequence, requested_per_chunk: Optional[int]) ->
             "kept": returned - cut, "cut": cut}
 
 
-def surplus_warning(surplus: Optional[dict]) -> Optional[str]:
-    """The warning line for a :func:`generation_surplus` with something cut, else None."""
-    if not surplus or not surplus.get("cut"):
-        return None
-    return (f"the generator returned more questions than asked: {surplus['chunks_over']} chunk(s) answered with "
-            f"{surplus['returned']} where {surplus['requested_per_chunk']} per chunk were asked; the first "
-            f"{surplus['requested_per_chunk']} of each were kept, {surplus['cut']} cut; see 'surplus' in generation_summary.json")
+def generation_warnings(summary: dict) -> list[str]:
+    """The warning lines of a ``generation_summary.json``: fewer questions than asked
+    (:func:`shortfall_warning`), more (``surplus``, :func:`generation_surplus`: the cut ones)."""
+    lines = [w for w in [shortfall_warning(summary.get("shortfall"))] if w]
+    s = summary.get(SURPLUS) or {}
+    if s.get("cut"):
+        lines.append(f"the generator returned more questions than asked: {s['chunks_over']} chunk(s) answered with "
+                     f"{s['returned']} where {s['requested_per_chunk']} per chunk were asked; the first "
+                     f"{s['requested_per_chunk']} of each were kept, {s['cut']} cut; see 'surplus' in generation_summary.json")
+    return lines
 
 
 def _write_outputs(out: str, datasets: list, dead: list, parquet: bool, counts: dict,
@@ -567,8 +570,8 @@ class Generator:
             raise ValueError(f"generation failed: {_rejected_reason(rejected, len(parsed[key]), key)}")
         import logging
 
-        for warning in ([_rejected_reason(rejected, len(parsed[key]), key)] if rejected else []) + (
-                [surplus_warning(generation_surplus([(len(kept) + cut, cut)], n))] if cut else []):
+        for warning in ([_rejected_reason(rejected, len(parsed[key]), key)] if rejected else []) + generation_warnings(
+                {SURPLUS: generation_surplus([(len(kept) + cut, cut)], n)}):
             logging.getLogger(__name__).warning("%s", warning)
         return {**parsed, key: kept}
 
@@ -603,9 +606,8 @@ class Generator:
                 logging.getLogger(__name__).warning("generation dead letter: %s (%s)", d["reason"], d.get("element_id"))
             with open(f"{tmp}/generation_summary.json", encoding="utf-8") as f:
                 summary = json.load(f)
-            for warning in (shortfall_warning(summary.get("shortfall")), surplus_warning(summary.get(SURPLUS))):
-                if warning:
-                    logging.getLogger(__name__).warning("%s", warning)
+            for warning in generation_warnings(summary):
+                logging.getLogger(__name__).warning("%s", warning)
             return [Dataset.model_validate(r) for r in _read_jsonl(f"{tmp}/dataset.jsonl")]
 
 
