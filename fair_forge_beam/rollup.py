@@ -832,23 +832,18 @@ def check_settings(run_dir: str, manifest: dict) -> None:
 def records_read(run_dir: str, manifest: dict) -> int:
     """The run's input records that gave an interaction (``summary.records_read``, for a
     ``coverage rejected_share`` gate): the records of the reader's summaries in ``stats/sessions/``
-    (column ``reader``, one entry per record), once per session and assistant (a session's language
-    rows hold the same list). Not a manifest count: counted from the sealed files, so it needs no
-    check; a session cut across runs has its own records in each, and their sum is the union's."""
-    import pyarrow as pa
+    (column ``reader``, one entry per record: each row holds the records of its language, so the rows
+    of a session add up to its records once). Not a manifest count: counted from the sealed files, so
+    it needs no check; a session cut across runs has its own records in each, and their sum is the union's."""
     import pyarrow.compute as pc
 
     stored = manifest.get("stored") or {}
     table = sorted(set(stored.values()))[0] if stored else None
-    parts = []
+    n = 0
     for path in run_shards(run_dir, table) if table else ():
-        t = _read_parquet(path, ["reader", "session_id", "assistant_id"])
-        parts.append(pa.table({"sid": t.column("session_id"), "aid": t.column("assistant_id"),
-                               "r": pc.list_value_length(t.column("reader").combine_chunks()).fill_null(0)}))
-    if not parts:
-        return 0
-    grouped = pa.concat_tables(parts).group_by(["sid", "aid"]).aggregate([("r", "max")])
-    return int(pc.sum(grouped.column("r_max")).as_py() or 0)
+        t = _read_parquet(path, ["reader"])
+        n += int(pc.sum(pc.list_value_length(t.column("reader").combine_chunks())).as_py() or 0)
+    return n
 
 
 def checked_counts(run_dir: str, manifest: dict) -> dict:
@@ -914,6 +909,11 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
                     by_slice[f"{d}={value}"] = by_slice.get(f"{d}={value}", 0) + int(k)
     listed = counts.get("interactions_read")
     if type(listed) is not int or listed != read:
+        if _repeated_records(run_dir, table):
+            raise ValueError(f"{run_dir}: its stored statistics repeat a session's reader summary on each of its "
+                             "languages' rows (written by an earlier fair_forge_beam: a session of several languages "
+                             f"counted its interactions once per language, {read} for the manifest's {listed}); "
+                             "re-run that audit, or leave it out")
         raise mismatch("interactions_read", listed, read)
     listed = {str(k): v for k, v in (counts.get("interactions_read_by_slice") or {}).items()}
     for key in sorted(set(listed) | set(by_slice)):
@@ -958,6 +958,28 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
                 raise mismatch(f"quality[{json.dumps(kind)}]", json.dumps(listed), sealed.get(kind, 0))
     return {**counts, "interactions_read": read, "interactions_read_by_slice": dict(sorted(by_slice.items())),
             "dead_letters": sorted([*k, n] for k, n in dead.items())}
+
+
+def _repeated_records(run_dir: str, table: Optional[str]) -> bool:
+    """Whether a record (declared turn, source, position) of the reader's summaries in the run's
+    stored ``table`` is on several rows of one session: how runs written before each row held the
+    records of its own language only stored a session of several languages (each row held all its
+    records; trial49b B2)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = []
+    for path in run_shards(run_dir, table) if table else ():
+        t = _read_parquet(path, ["reader", "session_id", "assistant_id"])
+        records = t.column("reader").combine_chunks()
+        at = pc.list_parent_indices(records)
+        values = pc.list_flatten(records)
+        parts.append(pa.table({"s": pc.take(session_texts(t.column("session_id"), t.column("assistant_id")), at),
+                               **{f: pc.struct_field(values, f) for f in ("declared", "source", "position")}}))
+    if not parts:
+        return False
+    counted = pa.concat_tables(parts).group_by(["s", "declared", "source", "position"]).aggregate([([], "count_all")])
+    return bool(len(counted) and pc.max(counted.column("count_all")).as_py() > 1)
 
 
 #: the key of a checked manifest (:func:`load_manifests`) holding its ``counts`` as read (``counts``
@@ -1060,8 +1082,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
     from apache_beam.io.filesystems import FileSystems
 
     from fair_forge_beam.engine import Engine, SessionLayout, engine_spec, slice_combiner
-    from fair_forge_beam.io.read import SessionRecordsCombineFn
-    from fair_forge_beam.io.session_stats import (READER, WriteSessionStats, count_parts, slice_accumulator_columns,
+    from fair_forge_beam.io.session_stats import (WriteSessionStats, count_parts, reader_extras, slice_accumulator_columns,
                                                   slices_stored)
     from fair_forge_beam.metrics.registry import build_metric, interaction_parquet_fields
     from fair_forge_beam.metrics.registry import statistical_mode
@@ -1105,7 +1126,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
         groups: dict[tuple, list[str]] = {}
         for m in metrics:
             groups.setdefault(specs[m].slices, []).append(m)
-        layouts = [(SessionLayout([specs[n] for n in names], [(READER, SessionRecordsCombineFn())]), names)
+        layouts = [(SessionLayout([specs[n] for n in names], reader_extras()), names)
                    for names in groups.values()]
         started = time.time()
         log.info("rolling up %d runs: %s; metrics %s", len(runs), ", ".join(runs), metrics)
@@ -1170,7 +1191,7 @@ def _rollup(args, beam_args, runs: list[str], manifests: list[dict], baseline: O
                     )
                     subtracted = sessions[f"m{g}"]
                 engine = Engine([specs[n] for n in names], on_session_accumulators=stats, from_accumulators=True,
-                                session_extras=[(READER, SessionRecordsCombineFn())],
+                                session_extras=reader_extras(),
                                 on_slice_accumulators=stats.slices, stored_slices=stored_accs,
                                 subtracted_sessions=subtracted, stored_slices_merged=True)
                 inputs = (sessions[f"g{g}"], stored_rows[f"g{g}"]) | f"SessionsAndReduced{label}" >> beam.Flatten()
@@ -1671,16 +1692,29 @@ class _MergeRunsOfSession(beam.DoFn):
     def process(self, kv):
         from fair_forge_beam.engine import Corrected
         from fair_forge_beam.io.read import SessionRecordsCombineFn, session_warnings
-        from fair_forge_beam.io.session_stats import READER
+        from fair_forge_beam.io.session_stats import READER, READER_QUALITY
 
         (session_id, assistant_id), items = kv
         records_fn = SessionRecordsCombineFn()
-        summaries: dict = {}  # run -> the reader's summary (the same on each of the run's rows of this session)
+        # run -> the reader's summary of the session: its rows' records together (each row holds those of its
+        # language; a row of each engine group's table holds them again: a record is taken once)
+        summaries: dict = {}
+        own_records: dict = {}  # (run, language) -> that run's records of the session in that language
         rows = sorted(items, key=lambda it: (it[0], it[1]["language"]))
         for run, row in rows:
-            if row.get(READER) is not None and run not in summaries:
-                summaries[run] = records_fn.from_plain(row[READER])
+            if row.get(READER) is not None:
+                mine = records_fn.from_plain(row[READER])
+                for rk, rec in mine.items():
+                    summaries.setdefault(run, {}).setdefault(rk, rec)
+                    own_records.setdefault((run, row["language"]), {}).setdefault(rk, rec)
         union, turns = union_numbering(summaries)
+        # each key's own records over the runs (its stored row's reader), and the session's reader warnings
+        # on the key of its first language only (a session of several languages warned once)
+        key_records = {lang: records_fn.merge_accumulators([r for (_, lg), r in sorted(own_records.items()) if lg == lang])
+                       for lang in {lg for _, lg in own_records}}
+        warnings = session_warnings(session_id, assistant_id, union) if union else []
+        warned = tuple((str(w.kind), str(w.key), str(w.message)) for w in warnings)
+        lead = min(key_records) if key_records else None
         for g, (layout, _names) in enumerate(self.groups):
             fns = layout.fns
             parts: dict = {}  # session key -> slot -> [stored accumulator, ...] in run order
@@ -1711,8 +1745,10 @@ class _MergeRunsOfSession(beam.DoFn):
                 accs = [None] * len(fns)
                 for s, stored in slots.items():
                     accs[s] = fns[s].merge_accumulators([fns[s].create_accumulator(), *stored])
-                if union:
-                    accs[layout.extra_slots[READER]] = records_fn.merge_accumulators([union])  # a copy per key
+                if key[2] in key_records:  # a copy per key
+                    accs[layout.extra_slots[READER]] = records_fn.merge_accumulators([key_records[key[2]]])
+                if key[2] == lead and warned:
+                    accs[layout.extra_slots[READER_QUALITY]] = warned
                 if key not in own:
                     yield beam.pvalue.TaggedOutput(f"g{g}", (key, accs))
                     continue
@@ -1734,9 +1770,8 @@ class _MergeRunsOfSession(beam.DoFn):
                         yield beam.pvalue.TaggedOutput(f"m{g}", (key, part))
                 cells = {s: fns[s].extract_output(fns[s].from_plain(v)) for s, v in cells.items()}
                 yield beam.pvalue.TaggedOutput(f"g{g}", (key, Corrected(accs, cells) if cells else accs))
-        if union:
-            for w in session_warnings(session_id, assistant_id, union):
-                yield beam.pvalue.TaggedOutput("quality", w)
+        for w in warnings:
+            yield beam.pvalue.TaggedOutput("quality", w)
 
 
 def _cell_dims(layout, dims) -> tuple:
@@ -1895,8 +1930,8 @@ def _record_turn_maps(runs: Sequence[str], tables: Sequence[str], merged) -> dic
                 if merged is not None:
                     t = t.filter(pc.invert(_reused_mask(t, merged)))
                 for key, records in zip(zip(*(c.to_pylist() for c in t.columns[:2])), _record_slots(t.column(READER))):
-                    if records is not None:
-                        slots.setdefault(key, {}).setdefault(j, records)
+                    if records is not None:  # each row holds the records of its language: the run's are all its rows'
+                        slots.setdefault(key, {}).setdefault(j, {}).update(records)
     maps: dict = {}
     for key in sorted(slots):
         for j, mapping in _numbering_maps(slots[key]).items():

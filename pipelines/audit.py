@@ -341,7 +341,7 @@ def _run(parser, args, beam_args: list, config_gates: list, argv: list, levels,
         read = p | "Read" >> reader
         # engine metrics share their shuffles
         results = apply_metrics(read["interactions"], transforms, on_session_accumulators=stats,
-                                extra_session_inputs=stats.session_inputs(read["session_records"]),
+                                extra_session_inputs=stats.session_inputs(read["session_records"], read["reader_quality"]),
                                 on_slice_accumulators=stats.slices)
         # every output, results.json included, is written by the pipeline (a Flex Template launch too)
         written = write_outputs(read, results, folder, interaction_parquet_fields(metrics), config, static,

@@ -934,8 +934,13 @@ class _OrderStreamed(beam.DoFn):
     Data-quality warnings (:func:`session_warnings`): a session found in several session records
     (e.g. split over two files), a repeated declared ``turn_index``, a repeated ``qa_id``; they go
     out under ``"session_quality"``. The session's record summary (:func:`session_records`) goes
-    out under ``"records"`` as ``((session_id, assistant_id, language), summary)``, once per
-    language of its interactions (the keys of the engine's session stage, which stores it).
+    out under ``"records"`` as ``((session_id, assistant_id, language), summary)`` per language of
+    its interactions (the keys of the engine's session stage, which stores it), each holding the
+    records of that language only (a record has one language, its header's): the rows a session
+    stores add up to it once, whatever its languages (trial49b B2: each row held every record, and a
+    session of two languages counted its interactions twice). Its reader warnings go out once more,
+    for its stored rows, under ``"reader_quality"`` as ``((session_id, assistant_id, its first
+    language), ((kind, key, message), …))``: on one row of the session, as the run counts them.
     """
 
     def process(self, kv):
@@ -955,10 +960,17 @@ class _OrderStreamed(beam.DoFn):
                 turn_index=turn, element_id=make_element_id(x.session_id, x.assistant_id, turn))
         if not items:
             return
-        for w in session_warnings(key[0], key[1], records):
+        warnings = session_warnings(key[0], key[1], records)
+        for w in warnings:
             yield beam.pvalue.TaggedOutput("session_quality", w)
-        for language in sorted({it[2][_LANGUAGE_AT] for it in items}):  # the engine's session keys
-            yield beam.pvalue.TaggedOutput("records", ((key[0], key[1], language), records))
+        languages = sorted({it[2][_LANGUAGE_AT] for it in items})  # the engine's session keys
+        for language in languages:  # each key's own records (one language a record): counted once over the keys
+            own = records if len(languages) == 1 else session_records(
+                [it for it in items if it[2][_LANGUAGE_AT] == language], findings)
+            yield beam.pvalue.TaggedOutput("records", ((key[0], key[1], language), own))
+        if warnings:  # the session's reader warnings, on its first key's stored row only
+            yield beam.pvalue.TaggedOutput("reader_quality", ((key[0], key[1], languages[0]), tuple(
+                (str(w.kind), str(w.key), str(w.message)) for w in warnings)))
         # the input records that gave this session an interaction, once per session (not per
         # language): the denominator of the rejected_share coverage gate, with the records rejected at read
         yield beam.pvalue.TaggedOutput("n_records", len(records))
@@ -1033,8 +1045,8 @@ def records_to_interactions(
         ordered = (
             parsed[_STREAMED]
             | f"{label}GroupStreamed" >> beam.GroupByKey()
-            | f"{label}OrderStreamed" >> beam.ParDo(_OrderStreamed()).with_outputs("session_quality", "records",
-                                                                                    "n_records", main="main")
+            | f"{label}OrderStreamed" >> beam.ParDo(_OrderStreamed()).with_outputs(
+                "session_quality", "records", "reader_quality", "n_records", main="main")
         )
         # a bounded parse yields every interaction through the session grouping (its main output
         # stays empty), so the ordered interactions go on directly: no Flatten, which would make
@@ -1053,6 +1065,7 @@ def records_to_interactions(
     out = {"interactions": answered, "counted": interactions, "dead_letter": dead, "quality": quality}
     if not streaming:  # each session's record summary and reader warnings, for stored statistics
         out["session_records"], out["session_quality"] = ordered["records"], ordered["session_quality"]
+        out["reader_quality"] = ordered["reader_quality"]  # the same warnings, keyed to one stored row of each session
         out["records_read"] = ordered["n_records"]  # per session: its records that gave an interaction
     return out
 

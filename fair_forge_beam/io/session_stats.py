@@ -25,11 +25,14 @@ A session row (:func:`sessions_schema`; Parquet key-value metadata
 * ``meta_values`` (list of strings, ``null`` = the session does not carry the field) and
   ``meta_differ`` (bool): the session's metadata slice values, when the run sliced by metadata
   fields (:class:`~fair_forge_beam.engine.MetadataDimsCombineFn`);
-* ``reader``: the reader's record summary of the session (one struct per record: declared turn,
+* ``reader``: the reader's record summary of the row's records — those of the session in the row's
+  language (a record has one language): the rows of a session of several languages add up to its
+  summary once (one struct per record: declared turn,
   source file, position, turn slots, items with their ``qa_id``, the record's findings about its
   interactions in the type of ``<metric>__findings`` below;
   :class:`~fair_forge_beam.io.read.SessionRecordsCombineFn`): a roll-up numbers a session that
-  spans runs as one audit of all their inputs would, and recomputes the reader's warnings;
+  spans runs as one audit of all their inputs would (from its rows' records together), recomputes
+  the reader's warnings, and checks the manifest's ``interactions_read`` against their items;
 * ``<metric>__session``: the metric's session accumulator, typed by its ``CombineFn``
   (:class:`~fair_forge_beam.statistical.combiners.StoredAccumulator`): e.g. Humanity's list of
   ``struct<turn_index, weight, entropy, spearman, counts>``, one per interaction; Toxicity's
@@ -107,7 +110,8 @@ __all__ = [
     "SESSIONS_TABLE", "count_parts", "slice_columns", "scored_columns", "evidence_columns", "session_flags", "slices_stored", "QUALITY_COLUMN", "SLICES_TABLE",
     "slices_schema", "stored_rows_problem", "slice_accumulator_columns", "read_slice_accumulators", "MANIFEST", "SEALED_FOLDERS",
     "QUALITY_COUNTS", "open_stored", "SETTINGS", "SEALED_FILES", "manifest_settings", "RUN_IDS", "RUN_ID_FIELDS",
-    "sealed_by", "run_ids_of", "check_run_ids", "check_listed_file",
+    "sealed_by", "run_ids_of", "check_run_ids", "check_listed_file", "READER_QUALITY", "ReaderQualityCombineFn",
+    "reader_extras",
 ]
 
 #: version of the stored-statistics schema (``stats/`` of an audit's output folder); a roll-up
@@ -171,6 +175,9 @@ HASH_PIECE = 1 << 20
 SCHEMA_VERSION_KEY = b"fair_forge_beam.stats_schema_version"
 #: the name of the reader's slot (:class:`~fair_forge_beam.engine.SessionLayout` extras)
 READER = "reader"
+#: the name of the slot of the reader's warnings of a session (:class:`~fair_forge_beam.engine.SessionLayout`
+#: extras; not a column: they go to the ``quality`` column of one row of the session, its first language's)
+READER_QUALITY = "reader_quality"
 
 _KEY_FIELDS = [pa.field("session_id", pa.string(), nullable=False), pa.field("assistant_id", pa.string(), nullable=False),
                pa.field("language", pa.string(), nullable=False)]
@@ -432,6 +439,34 @@ def sessions_schema(layout, stored: Sequence[int]) -> pa.Schema:
                                        b"fair_forge_beam.slices": json.dumps(list(layout.specs[0].slices)).encode()})
 
 
+class ReaderQualityCombineFn(beam.CombineFn):
+    """The reader's warnings of a session (``(kind, key, message)`` tuples), given to one session key
+    (its first language's): their concatenation (a key gets one element in an audit, the merged
+    session's warnings in a roll-up)."""
+
+    def create_accumulator(self):
+        return ()
+
+    def add_input(self, acc, element):
+        return (*acc, *element)
+
+    def merge_accumulators(self, accumulators):
+        return tuple(w for a in accumulators for w in a)
+
+    def extract_output(self, acc):
+        return acc
+
+
+def reader_extras() -> list:
+    """The reader's extra session slots, ``(name, CombineFn)``, of an audit's and a roll-up's
+    :class:`~fair_forge_beam.engine.SessionLayout`: :data:`READER` (each session key's record
+    summary: its own records, :class:`~fair_forge_beam.io.read.SessionRecordsCombineFn`) and
+    :data:`READER_QUALITY` (the session's reader warnings, on one of its keys)."""
+    from fair_forge_beam.io.read import SessionRecordsCombineFn
+
+    return [(READER, SessionRecordsCombineFn()), (READER_QUALITY, ReaderQualityCombineFn())]
+
+
 # what Beam infers for it whatever its input (Any): declared, so Beam does not derive it from process's bytecode
 @beam.typehints.with_output_types(Any)
 class _ToRow(beam.DoFn):
@@ -440,7 +475,8 @@ class _ToRow(beam.DoFn):
     nor the reader has a value for that session: a session every metric dead-lettered keeps its
     row, with its reader summary and no metric value, so that a roll-up numbers its turns and
     warns about it as one audit of every run's inputs does). ``quality``: the session stage's warnings of this session key — the
-    metrics' and the engine's, and the reader's of its session (from its record summary) — sorted."""
+    metrics' and the engine's, and, on the row of the session's first language only, the reader's of the
+    whole session (:data:`READER_QUALITY`: a session of two languages warned once, as the run counts it) — sorted."""
 
     def __init__(self, layout, stored: Sequence[int]):
         self.layout = layout
@@ -469,10 +505,8 @@ class _ToRow(beam.DoFn):
         if READER in lay.extra_slots:
             s = lay.extra_slots[READER]
             row[READER] = None if accs[s] is None else lay.fns[s].to_stored(accs[s])
-            if accs[s]:
-                from fair_forge_beam.io.read import session_warnings
-
-                quality += session_warnings(key[0], key[1], accs[s])
+        if READER_QUALITY in lay.extra_slots:  # the reader's warnings of the session: on one of its rows
+            quality += [tuple(w) for w in accs[lay.extra_slots[READER_QUALITY]] or ()]
         for name, s in self.columns:
             row[name] = None if values[name] is None else lay.fns[s].to_stored(values[name])
         for name, slot in self.slices:
@@ -481,7 +515,7 @@ class _ToRow(beam.DoFn):
             row[name] = None if slot not in scored else bool(int(scored[slot]) & 1)
         for name, slot in self.evidence:  # the evidence kinds the session held (engine.session_flags)
             row[name] = None if slot not in scored else int(scored[slot]) >> 1
-        row[QUALITY_COLUMN] = sorted((str(w.kind), str(w.key), str(w.message)) for w in quality)
+        row[QUALITY_COLUMN] = sorted(w if type(w) is tuple else (str(w.kind), str(w.key), str(w.message)) for w in quality)
         return row
 
 
@@ -584,12 +618,12 @@ class WriteSessionStats:
         self._tables = 0
         self._slice_tables = 0
 
-    def session_inputs(self, records) -> list:
+    def session_inputs(self, records, reader_quality) -> list:
         """The engine's extra session inputs: the reader's record summaries ``records``
-        (``((session_id, assistant_id, language), summary)``)."""
-        from fair_forge_beam.io.read import SessionRecordsCombineFn
-
-        return [(READER, records, SessionRecordsCombineFn())]
+        (``((session_id, assistant_id, language), summary)``: each key's own records) and the reader's
+        warnings of each session ``reader_quality`` (``((session_id, assistant_id, first language),
+        ((kind, key, message), …))``: one key of the session), in the slots of :func:`reader_extras`."""
+        return [(name, pcoll, fn) for (name, fn), pcoll in zip(reader_extras(), (records, reader_quality))]
 
     def __call__(self, accumulators, layout, session_quality: Sequence = ()) -> None:
         self.session_quality += list(session_quality)
