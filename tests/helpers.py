@@ -287,3 +287,16 @@ def uncounted_dead_letters(run: Path) -> tuple:
     for m in s["metrics"].values():
         counted += m["dead_letters"] + sum(p["dead_letters"] for p in (m.get("stage_dead_letters") or {}).values())
     return written, counted
+
+
+def write_days(root: Path, pieces: list) -> list:
+    """One JSON Lines file per day (``pieces``: each day's records), ``day<i>.jsonl`` under ``root``,
+    named so that they sort in day order; returns their paths."""
+    import json
+
+    files = []
+    for d, recs in enumerate(pieces):
+        path = root / f"day{d}.jsonl"
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
+        files.append(path)
+    return files

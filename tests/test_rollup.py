@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import for_its_mode, reseal, written_before_run_ids
+from helpers import for_its_mode, reseal, write_days, written_before_run_ids
 from pipelines import audit
 
 pytestmark = pytest.mark.slow
@@ -60,12 +60,7 @@ def _rollup(out: Path, runs: list, *extra) -> bytes:
 
 def _write_days(root: Path, pieces: list[list[dict]]) -> list[Path]:
     """One JSON Lines file per day (session records), named so that they sort in day order."""
-    files = []
-    for d, recs in enumerate(pieces):
-        path = root / f"day{d}.jsonl"
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
-        files.append(path)
-    return files
+    return write_days(root, pieces)
 
 
 @st.composite

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import for_its_mode
+from helpers import for_its_mode, write_days
 from pipelines import audit
 
 pytestmark = pytest.mark.slow
@@ -55,15 +55,6 @@ def _days() -> list[list[dict]]:
          *flat],
         [{**b, "language": "french", "conversation": cb[2:]}, {**c, "conversation": cc[2:]}, d],
     ]
-
-
-def _write(root: Path, days: list) -> list[Path]:
-    files = []
-    for i, recs in enumerate(days):
-        path = root / f"day{i}.jsonl"
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
-        files.append(path)
-    return files
 
 
 def _audit(out: Path, inputs: list, mode: str) -> bytes:
@@ -116,7 +107,7 @@ def _check_rows(run: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
 def test_sessions_of_several_languages_roll_up_as_one_audit_of_the_union(tmp_path, mode):
-    files = _write(tmp_path, _days())
+    files = write_days(tmp_path, _days())
     runs = [tmp_path / f"a{i}" for i in range(len(files))]
     for f, run in zip(files, runs):
         _audit(run, [f], mode)
@@ -148,7 +139,7 @@ def test_a_run_that_repeated_a_sessions_records_on_each_language_row_is_named(tm
     day = [{"session_id": "s1", "assistant_id": "a", "qa_id": "q1", "query": "hi", "assistant": "happy joy"},
            {"session_id": "s1", "assistant_id": "a", "qa_id": "q3", "query": "hi", "assistant": "happy joy",
             "language": "french"}]
-    (f,) = _write(tmp_path, [day])
+    (f,) = write_days(tmp_path, [day])
     run = tmp_path / "run"
     audit.run(["--quiet", "--no-report", "--metrics", "toxicity", "--input", str(f), "--output", str(run)])
     rollup.run(["--from", str(run), "--output", str(tmp_path / "ok"), "--quiet", "--no-report"])  # exit 2 before
