@@ -852,7 +852,9 @@ def checked_counts(run_dir: str, manifest: dict) -> dict:
     be rolled up as data — issue 27's trial added 1000 to ``interactions_read``, exit 0).
 
     * ``interactions_read``: the interactions of the reader's record summaries (the ``reader``
-      column of ``stats/sessions/``: every session read keeps its row, scored or not);
+      column of ``stats/sessions/``: every session read keeps its row, scored or not; each row holds
+      the records of its language, so a session of several languages counts once — a run whose rows
+      each held all of a session's records, written before, is named so: :func:`_repeated_records`);
     * ``interactions_read_by_slice``: the same per ``assistant_id=…`` / ``language=…`` (the
       session row's), for each such dimension the manifest counts or the run sliced by;
     * ``dead_letters``: per stage, the lines of ``dead_letter/``; the reason groups returned are
