@@ -209,3 +209,30 @@ def test_building_a_sessions_prompts_grows_with_its_turns_times_the_limit_not_th
     large, n_large = build(4_000)
     assert n_small == 2 * 1_000 + 1 and n_large == 2 * 4_000 + 1  # a request and a part per turn, one warning
     assert large < 8 * small, (small, large)
+
+
+
+def test_flat_jsonl_gives_the_roles_and_results_of_the_session_layout(tmp_path):
+    """trial49 B1: the sample as one flat interaction per line (session fields + interaction fields,
+    docs/data.md) lost ``chatbot_role``: exit 4, 9 dead letters 'no chatbot_role'. Now it reads as
+    the session layout (its results, measured: identical results.json ``metrics`` and ``summary``;
+    test_flat_session_fields compares every layout): the one session without a role is the only
+    dead letter, 7 of the 8 turns judged adherent."""
+    data = json.loads(SAMPLE.read_text(encoding="utf-8"))
+    flat = tmp_path / "flat.jsonl"
+    flat.write_text("".join(json.dumps({**{k: v for k, v in s.items() if k != "conversation"}, **entry}) + "\n"
+                            for s in data for entry in s["conversation"]), encoding="utf-8")
+    out = tmp_path / "out"
+    with ScriptedOpenAIServer(role_judge) as srv:
+        r = subprocess.run([sys.executable, "-m", "pipelines.audit", "--metrics", "role_adherence", "--input", str(flat),
+                            "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-retries", "0",
+                            "--judge-cache", str(tmp_path / "cache.sqlite3"), "--output", str(out)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=600,
+                           env={**__import__("os").environ, "OPENAI_API_KEY": ""})
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    summary = results["summary"]["metrics"]["role_adherence"]
+    assert (summary["interactions_scored"], summary["dead_letters"]) == (8, 1), summary
+    assert list(summary["dead_letter_reasons"]) == ["no chatbot_role: role adherence needs the session's declared role"]
+    overall = next(s for s in results["metrics"]["role_adherence"]["slices"] if s["slice"] == "overall")
+    assert (overall["role_adherence"]["mean"], overall["n_sessions"]) == (0.875, 3)

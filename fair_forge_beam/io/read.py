@@ -382,6 +382,13 @@ def _interaction(meta: SessionMetadata, b: Batch, turn_index: int, event_time: O
 
 #: the fields only an interaction has (a flat record must carry at least one of them)
 _FLAT_FIELDS = ("qa_id", "query", "assistant", "ground_truth_assistant")
+#: a flat record's fields that make its session header: every field the session model declares
+#: (``chatbot_role`` and any field added to it), read from the model, not listed here (trial49 B1:
+#: a list of four left ``chatbot_role`` in the interaction part, dropped without a word, so role
+#: adherence found no role in flat JSONL/Parquet). Any other field is the interaction's; one that
+#: neither model declares is what an unknown field of a session header is: ignored by the schema,
+#: read as a metadata slice field (:func:`_slice_values` looks at the record's top level)
+_SESSION_FIELDS = tuple(SessionMetadata.model_fields)
 
 
 def _is_streamed(rec: dict) -> bool:
@@ -389,7 +396,7 @@ def _is_streamed(rec: dict) -> bool:
 
 
 def _flat_to_streamed(rec: dict) -> dict:
-    header = {k: rec[k] for k in ("session_id", "assistant_id", "language", "context") if k in rec}
+    header = {k: rec[k] for k in _SESSION_FIELDS if k in rec}
     body = {k: v for k, v in rec.items() if k not in header and k != "turn_index"}
     out = {"metadata": header, "batch": body}
     if rec.get("turn_index") is not None:
