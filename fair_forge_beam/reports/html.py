@@ -302,14 +302,14 @@ def with_session_distributions(doc: dict, run_dir: Optional[str]) -> dict:
     read from the run's ``sessions/<metric>/`` Parquet shards, streamed: the report's memory
     does not grow with the number of sessions. Metrics that already carry ``sessions`` or
     ``session_distributions`` (documents built in memory) are left as they are."""
-    from fair_forge_beam.reports.load import iter_sessions, session_files
+    from fair_forge_beam.reports.load import _metric_shards, iter_sessions
     from fair_forge_beam.reports.plots import session_distributions
 
     if not run_dir:
         return doc
     metrics = {}
     for name, m in doc.get("metrics", {}).items():
-        if m.get("sessions") is None and m.get("session_distributions") is None and session_files(run_dir, name):
+        if m.get("sessions") is None and m.get("session_distributions") is None and _metric_shards(run_dir, "sessions", name):
             m = {**m, "session_distributions": session_distributions(name, iter_sessions(run_dir, name))}
         metrics[name] = m
     return {**doc, "metrics": metrics}

@@ -23,7 +23,7 @@ from fair_forge_beam.plain import folder_path
 
 __all__ = ["RunConfig", "run_config", "load_results", "read_results", "read_baseline", "read_run_info", "dead_letter_summary", "results_path", "iter_dead_letters",
            "iter_quality_warnings", "iter_jsonl_lines", "iter_sessions", "read_sessions", "load_sessions", "session_files",
-           "full_slice", "slice_files", "iter_slices"]
+           "full_slice", "slice_files", "iter_slices", "run_folder", "metrics_held"]
 
 #: slice fields that are not data (constant per metric or free text)
 _META_FIELDS = ("metric", "level")
@@ -214,10 +214,77 @@ def _run_dir(path: str) -> str:
     return folder_path(posixpath.dirname(path)) if path.endswith(".json") else path  # "/results.json": "/"
 
 
+def run_folder(path: str) -> str:
+    """The run folder of ``path`` (the folder, or its ``results.json``), which must exist: the
+    analysts' loaders read a run that is there, never a misspelt path as an empty run (trial49 B3:
+    ``iter_dead_letters("audti_out")`` yielded nothing while ``load_results`` raised). A local folder
+    is a directory; a remote one (``gs://…``) a prefix holding an object.
+
+    Raises:
+        FileNotFoundError: naming the folder (and what it is when it is a windowed run's)."""
+    folder = _run_dir(path)
+    there = os.path.isdir(folder) if "://" not in folder else bool(_match(f"{folder}/**"))
+    if not there:
+        raise FileNotFoundError(f"no run folder at {folder}" + (": it is a file" if os.path.isfile(folder) else ""))
+    return folder
+
+
+def metrics_held(run_dir: str) -> list[str]:
+    """The metrics a run holds, sorted: those of its ``results.json`` (when there and readable) and
+    those with shards in ``sessions/`` or ``slices/``."""
+    folder = run_folder(run_dir)
+    names = set()
+    if _exists(f"{folder}/results.json"):
+        try:
+            doc = _read_run_json(f"{folder}/results.json")
+        except ValueError:  # a damaged results.json: read_results says why; the shards still name metrics
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("metrics"), dict):
+            names.update(str(k) for k in doc["metrics"])
+    for kind in ("sessions", "slices"):
+        for p in _match(f"{folder}/{kind}/*/part-*.parquet"):
+            names.add(p[len(folder) + len(kind) + 2:].split("/", 1)[0])
+    return sorted(names)
+
+
+def _metric_shards(run_dir: str, kind: str, metric: str) -> list[str]:
+    """``run_dir``'s ``<kind>/<metric>/part-*.parquet`` (file-name order), none when there are none
+    (the name is escaped: ``tox*`` is no pattern reaching ``toxicity``'s shards)."""
+    return _shards(_run_dir(run_dir), kind, metric)
+
+
+def _shards(folder: str, kind: str, metric: str) -> list[str]:
+    import glob
+
+    return _match(f"{folder}/{kind}/{glob.escape(metric)}/part-*.parquet")
+
+
+def _held_shards(run_dir: str, kind: str, metric: str) -> list[str]:
+    """As :func:`_metric_shards`, for a run folder that exists and holds ``metric`` (a metric of the
+    run without such shards has none: an empty list).
+
+    Raises:
+        FileNotFoundError: no run folder there (:func:`run_folder`).
+        ValueError: the run holds no metric of that name: naming it, the run's metrics and the
+            closest one (``load_sessions(run, "humanty")`` gave 0 rows, trial49 B3)."""
+    from fair_forge_beam.quoting import did_you_mean, quoted
+
+    folder = run_folder(run_dir)
+    files = _shards(folder, kind, metric)
+    if files:
+        return files
+    held = metrics_held(folder)
+    if metric not in held:
+        raise ValueError(f"the run at {folder} holds no metric {quoted(metric)}{did_you_mean(metric, held)} "
+                         f"(its metrics: {', '.join(held) if held else 'none'})")
+    return files
+
+
 def iter_jsonl_lines(run_dir: str, name: str) -> Iterator[str]:
     """Non-empty lines of the run's ``<name>/part-*.jsonl`` shards (file-name order), or of the
-    older single file ``<name>.jsonl``; streamed."""
-    run_dir = _run_dir(run_dir)
+    older single file ``<name>.jsonl``; streamed. A run folder that is not there raises
+    ``FileNotFoundError`` (:func:`run_folder`), when the iteration starts."""
+    run_dir = run_folder(run_dir)
     paths = _match(f"{run_dir}/{name}/part-*.jsonl")
     legacy = f"{run_dir}/{name}.jsonl"
     if _exists(legacy):
@@ -249,15 +316,20 @@ def iter_quality_warnings(run_dir: str) -> Iterator[dict]:
 
 
 def session_files(run_dir: str, metric: str) -> list[str]:
-    """Paths of the Parquet shards holding ``metric``'s session aggregates (file-name order)."""
-    return _match(f"{_run_dir(run_dir)}/sessions/{metric}/part-*.parquet")
+    """Paths of the Parquet shards holding ``metric``'s session aggregates (file-name order).
+
+    Raises:
+        FileNotFoundError / ValueError: no run folder there, or a metric the run does not hold
+            (:func:`_held_shards`)."""
+    return _held_shards(run_dir, "sessions", metric)
 
 
 def iter_sessions(run_dir: str, metric: str, batch_size: int = 4096) -> Iterator[dict]:
     """``metric``'s session aggregates (the records ``Metric.run()`` returns under
     ``"sessions"``), streamed from the run's ``sessions/<metric>/`` Parquet shards one record
-    batch at a time; order is the shards' (sort if you need one). A metric without session
-    shards yields nothing."""
+    batch at a time; order is the shards' (sort if you need one). A metric of the run without
+    session shards yields nothing; a run folder that is not there, or a metric the run does not
+    hold (a misspelt name), raises when the iteration starts (:func:`session_files`)."""
     import pyarrow.parquet as pq
 
     import pyarrow as pa
@@ -282,7 +354,10 @@ def load_sessions(run_dir: str, metric: str):
     """``metric``'s session aggregates as a pandas ``DataFrame``, one row per session, sorted by
     ``session_id`` then ``assistant_id``; nested fields flattened to dotted columns
     (``mean_entropy.mean``, …) by ``pandas.json_normalize``. Memory grows with the sessions:
-    use :func:`iter_sessions` for large runs."""
+    use :func:`iter_sessions` for large runs.
+
+    Raises:
+        FileNotFoundError / ValueError: as :func:`session_files`."""
     import pandas as pd
 
     recs = read_sessions(run_dir, metric)
@@ -298,8 +373,11 @@ def full_slice(metric: dict, rec: dict) -> dict:
 
 
 def slice_files(run_dir: str, metric: str) -> list[str]:
-    """Paths of the Parquet shards holding ``metric``'s slice records in full (file-name order)."""
-    return _match(f"{_run_dir(run_dir)}/slices/{metric}/part-*.parquet")
+    """Paths of the Parquet shards holding ``metric``'s slice records in full (file-name order).
+
+    Raises:
+        FileNotFoundError / ValueError: as :func:`session_files`."""
+    return _held_shards(run_dir, "slices", metric)
 
 
 def iter_slices(run_dir: str, metric: str, batch_size: int = 1024) -> Iterator[dict]:
@@ -307,7 +385,8 @@ def iter_slices(run_dir: str, metric: str, batch_size: int = 1024) -> Iterator[d
     the run's ``slices/<metric>/`` Parquet shards one record batch at a time, in the shards' order
     (sort by ``slice`` if you need one). ``results.json`` holds only summaries of the slices of a
     metric with many of them (its ``detail`` says so): read the detail here. A run without slice
-    shards (written before results schema 2) yields nothing."""
+    shards (written before results schema 2) yields nothing; a run folder that is not there, or a
+    metric the run does not hold, raises when the iteration starts (:func:`slice_files`)."""
     import pyarrow.parquet as pq
 
     for p in slice_files(run_dir, metric):
