@@ -212,7 +212,7 @@ def test_building_a_sessions_prompts_grows_with_its_turns_times_the_limit_not_th
 
 
 
-def test_flat_jsonl_gives_the_roles_and_results_of_the_session_layout(tmp_path):
+def test_flat_jsonl_gives_the_roles_and_results_of_the_session_layout(tmp_path, monkeypatch):
     """trial49 B1: the sample as one flat interaction per line (session fields + interaction fields,
     docs/data.md) lost ``chatbot_role``: exit 4, 9 dead letters 'no chatbot_role'. Now it reads as
     the session layout (its results, measured: identical results.json ``metrics`` and ``summary``;
@@ -222,14 +222,14 @@ def test_flat_jsonl_gives_the_roles_and_results_of_the_session_layout(tmp_path):
     flat = tmp_path / "flat.jsonl"
     flat.write_text("".join(json.dumps({**{k: v for k, v in s.items() if k != "conversation"}, **entry}) + "\n"
                             for s in data for entry in s["conversation"]), encoding="utf-8")
+    from pipelines import audit
+
+    monkeypatch.setenv("OPENAI_API_KEY", "")
     out = tmp_path / "out"
-    with ScriptedOpenAIServer(role_judge) as srv:
-        r = subprocess.run([sys.executable, "-m", "pipelines.audit", "--metrics", "role_adherence", "--input", str(flat),
-                            "--judge-base-url", srv.base_url, "--judge-model", "m", "--judge-retries", "0",
-                            "--judge-cache", str(tmp_path / "cache.sqlite3"), "--output", str(out)],
-                           capture_output=True, text=True, cwd=ROOT, timeout=600,
-                           env={**__import__("os").environ, "OPENAI_API_KEY": ""})
-    assert r.returncode == 0, r.stderr[-3000:]
+    with ScriptedOpenAIServer(role_judge) as srv:  # the command in this process (the old code: exit 4, an empty run)
+        audit.run(["--metrics", "role_adherence", "--input", str(flat), "--judge-base-url", srv.base_url, "--judge-model",
+                   "m", "--judge-retries", "0", "--judge-cache", str(tmp_path / "cache.sqlite3"), "--output", str(out),
+                   "--quiet", "--no-report"])
     results = json.loads((out / "results.json").read_text())
     summary = results["summary"]["metrics"]["role_adherence"]
     assert (summary["interactions_scored"], summary["dead_letters"]) == (8, 1), summary
