@@ -71,3 +71,17 @@ def test_reading_a_globstar_pattern_reads_every_depth_once(tmp_path):
                 out = p | f"Read {ext} {star}" >> ReadInteractions(f"{tmp_path}/deep/{star}*.{ext}")
                 assert_that(out["interactions"] | f"Sessions {ext} {star}" >> beam.Map(lambda x: x.session_id),
                             equal_to([f"{ext}-{t}" for t in tags]), label=f"Every depth once {ext} {star}")
+
+
+def test_a_watched_globstar_pattern_sees_every_depth_once(tmp_path):
+    """--watch reads a pattern as --input does: the files directly in deep/ too, each file once."""
+    from fair_forge_beam.io.stream_sources import WatchJsonl
+
+    write_tree(tmp_path)
+    got = tmp_path / "got.txt"
+    with fnapi_pipeline("--streaming") as p:
+        for star in ("**/", "**/**/"):
+            (p | f"Watch {star}" >> WatchJsonl(f"{tmp_path}/deep/{star}*.jsonl", 0.5, 1.5)
+             | f"Seen {star}" >> beam.Map(lambda x, s=star: open(got, "a", encoding="utf-8").write(f"{s} {x[0]}\n")))
+    seen = sorted(got.read_text(encoding="utf-8").splitlines())
+    assert seen == sorted(f"{star} {tmp_path}/deep/{folder}f.jsonl" for star in ("**/", "**/**/") for folder in FOLDERS)

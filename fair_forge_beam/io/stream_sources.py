@@ -303,7 +303,8 @@ class WatchJsonl(beam.PTransform):
     line is counted twice).
 
     Args:
-        pattern: a glob (any Beam filesystem), e.g. ``/data/incoming/*.jsonl``.
+        pattern: a glob (any Beam filesystem), e.g. ``/data/incoming/*.jsonl``; a ``**/`` matches zero
+            or more folders (:func:`~fair_forge_beam.io.read.globstar_patterns`).
         interval: seconds between two matches (default 10).
         stop_after: stop watching after this many seconds (``None``: never; the pipeline then
             ends when the last files are processed — for tests and bounded back-fills).
@@ -328,11 +329,19 @@ class WatchJsonl(beam.PTransform):
     def expand(self, pbegin):
         start = Timestamp.now()
         stop = start + Duration.of(self.stop_after) if self.stop_after else MAX_TIMESTAMP
-        seen = (
+        from fair_forge_beam.io.read import globstar_patterns
+
+        # a "**/" matches zero or more folders, as for --input (io.read.globstar_patterns): one match
+        # per Beam pattern, a file two of them reach seen once (_FirstTimeSeen, by path)
+        matched = [
             pbegin
-            | "MatchContinuously" >> fileio.MatchContinuously(
-                self.pattern, interval=self.interval, has_deduplication=False, start_timestamp=start, stop_timestamp=stop
+            | f"MatchContinuously{f' {i}' if i else ''}" >> fileio.MatchContinuously(
+                p, interval=self.interval, has_deduplication=False, start_timestamp=start, stop_timestamp=stop
             )
+            for i, p in enumerate(globstar_patterns(self.pattern))
+        ]
+        seen = (
+            (matched[0] if len(matched) == 1 else tuple(matched) | "EveryDepth" >> beam.Flatten())
             | "KeyByPath" >> beam.ParDo(_KeyByShownPath()).with_output_types(typing.Tuple[str, typing.Any])
             | "FirstTimeSeen" >> beam.ParDo(_FirstTimeSeen()).with_outputs("changed", main="files")
         )
