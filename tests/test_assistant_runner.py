@@ -350,3 +350,25 @@ def test_turns_the_assistant_failed_are_said_and_counted_by_the_run_and_the_audi
         audit.main([*argv, "--output", str(tmp_path / "gated"), "--gate", "coverage dead_letter_share <= 0.05 in every assistant_id"])
     (check,) = failed.value.failed
     assert (check.slice, check.interactions_read) == ("assistant_id=a", 5)
+
+
+def test_the_answered_dataset_keeps_every_session_and_turn_field(tmp_path):
+    """trial49 B1's class: the runner rebuilt each session from a list of four session and nine turn
+    fields, so a dataset run through the assistant lost its ``chatbot_role`` (role adherence: every
+    turn a dead letter) and its PII ``spans`` (privacy); a session without them is written as before."""
+    from fair_forge_beam.testing.openai_server import ScriptedOpenAIServer
+
+    spans = [{"label": "email", "start": 0, "end": 11, "text": "a@b.example"}]
+    sessions = [{**SESSIONS[0], "chatbot_role": "You answer greetings only.",
+                 "conversation": [{**SESSIONS[0]["conversation"][0], "spans": spans}, SESSIONS[0]["conversation"][2]]},
+                {**SESSIONS[1], "conversation": SESSIONS[1]["conversation"][1:]}]
+    data = tmp_path / "set.jsonl"
+    data.write_text("".join(json.dumps(s) + "\n" for s in sessions), encoding="utf-8")
+    with ScriptedOpenAIServer(echo) as srv:
+        run_http(data, tmp_path / "a", srv)
+    lines = (tmp_path / "a" / "dataset.jsonl").read_text(encoding="utf-8").splitlines()
+    out = {s["session_id"]: s for s in map(json.loads, lines)}
+    assert out["s1"]["chatbot_role"] == "You answer greetings only."
+    assert [t.get("spans") for t in out["s1"]["conversation"]] == [spans, None]
+    assert "chatbot_role" not in out["s2"] and "spans" not in out["s2"]["conversation"][0]
+    assert sorted(out["s2"]) == ["assistant_id", "context", "conversation", "language", "session_id"]

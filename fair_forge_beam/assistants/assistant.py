@@ -667,16 +667,18 @@ def assistant_counters(pipeline_result, namespace: str = RUNNER_NAMESPACE) -> di
 # ----------------------------------------------------------------------------------------------
 # Transforms
 # ----------------------------------------------------------------------------------------------
-_BATCH_FIELDS = ("qa_id", "query", "assistant", "ground_truth_assistant", "observation", "agentic", "ground_truth_agentic",
-                 "logprobs", "weight")
-
-
 def _session_json(kv, assistant_id: Optional[str]) -> tuple:
+    """A session's interactions → its ``Dataset`` record: every field the session and interaction
+    models declare (``chatbot_role``, ``spans`` too: a list of nine dropped them, so a dataset run
+    through the assistant lost its roles and PII spans; trial49 B1's class), those two only when
+    set (``Interaction.as_record``: a dataset without them is written as before, byte for byte)."""
+    from fair_forge_beam.schemas.common import Batch, SessionMetadata
+
     _, items = kv
-    items = sorted(items, key=lambda it: it.turn_index)
-    first = items[0]
-    rec = {"session_id": first.session_id, "assistant_id": assistant_id or first.assistant_id, "language": first.language,
-           "context": first.context, "conversation": [{k: getattr(it, k) for k in _BATCH_FIELDS} for it in items]}
+    records = [it.as_record() for it in sorted(items, key=lambda it: it.turn_index)]
+    rec = {k: records[0][k] for k in SessionMetadata.model_fields if k in records[0]}
+    rec["assistant_id"] = assistant_id or rec["assistant_id"]
+    rec["conversation"] = [{k: r[k] for k in Batch.model_fields if k in r} for r in records]
     return (rec["session_id"], rec["assistant_id"]), json.dumps(rec, ensure_ascii=False, sort_keys=True)
 
 
