@@ -53,11 +53,11 @@ from collections import Counter
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from fair_forge_beam.options import RUN_ONLY_OPTIONS
-from fair_forge_beam.reports.estimates import counts_for, direction, info_of, iter_estimates, sessions_of
+from fair_forge_beam.reports.estimates import counts_for, direction, estimate_info, info_of, iter_estimates, sessions_of
 from fair_forge_beam.quoting import fixed, shown_key
 from fair_forge_beam.plain import folder_path
 from fair_forge_beam.reports.summary import pad, printable
-from fair_forge_beam.statistical.compare import METHODS, difference
+from fair_forge_beam.statistical.compare import METHODS, difference, rate_as_compared
 from fair_forge_beam.statistical.slices import TOO_SMALL_TO_COMPARE, too_small_to_compare
 
 __all__ = ["compare_runs", "comparability", "shared_data", "possibly_shared_data", "provenance_gaps", "DATA_DIFFERENCES",
@@ -117,6 +117,37 @@ def _side(est: Mapping) -> dict:
     return side
 
 
+#: the methods that read each side's rate from its counts, not from the value its run shows
+COUNTED_METHODS = ("beta_posterior", "agresti_caffo")
+
+
+def _as_compared(side: dict, counts: tuple, mode: Optional[str], *, bayesian: bool, prior: tuple,
+                 level: float) -> dict:
+    """A side of another mode or prior as a count method reads it (:func:`~fair_forge_beam.statistical.compare.rate_as_compared`):
+    unchanged when its run shows that value anyway, else that value with ``counts`` ``[k, n]`` and
+    ``its_run`` (``{mode, mean, ci_low, ci_high}``: what its run shows, e.g. a Bayesian baseline's
+    posterior mean 0.0625 of 0/14 in a frequentist comparison, which reads 0)."""
+    k, n = counts
+    read = rate_as_compared(k, n, bayesian=bayesian, prior=prior, level=level)
+    if side.get("mean") is not None and math.isclose(float(side["mean"]), read["mean"], rel_tol=1e-12, abs_tol=1e-15):
+        return side
+    return {**side, **read, "counts": [k, n],
+            "its_run": {"mode": mode, **{f: side.get(f) for f in ("mean", "ci_low", "ci_high")}}}
+
+
+def read_as(side: Optional[Mapping], method: Optional[str], show) -> str:
+    """`` (k/n = 0/14 as this frequentist run reads it; its bayesian run shows 0.0625 [0.001686, 0.218])``
+    after a side that a count method read otherwise than its run shows it (:func:`_as_compared`'s
+    ``its_run``), else ``""``; ``show`` formats an estimate (the gates' line, the report's table)."""
+    if not side or not side.get("its_run") or not side.get("counts"):
+        return ""
+    k, n = side["counts"]
+    own = side["its_run"]
+    how = (f"k/n = {k}/{n} as this frequentist run reads it" if method == "agresti_caffo"
+           else f"the posterior of {k}/{n} under this run's prior")
+    return f" ({how}; its {own.get('mode') or 'own'} run shows {show(own)})"
+
+
 def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: dict, cur_counts: dict,
                      base_counts: dict, cfg_c: dict, cfg_b: dict, seed: int, draws: int, level: float,
                      cur_sessions: Optional[int] = None, base_sessions: Optional[int] = None) -> dict:
@@ -130,8 +161,13 @@ def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: di
     Returns:
         ``{metric, slice, estimate, direction, current, baseline, method[, p_current_higher],
         difference: {mean, ci_low, ci_high}, verdict[, too_small]}``; a side is ``{mean, ci_low,
-        ci_high, n[, n_sessions]}`` (``n_sessions`` when the estimate rests on fewer sessions than its
-        slice, as ``results.json`` states it).
+        ci_high, n[, n_sessions][, counts, its_run]}`` (``n_sessions`` when the estimate rests on fewer
+        sessions than its slice, as ``results.json`` states it). A rate compared from its counts in the
+        current run's mode shows a baseline of the other mode or prior as the difference reads it
+        (``k/n`` in a frequentist comparison, the posterior under the current run's prior in a Bayesian
+        one), with ``counts`` ``[k, n]`` and ``its_run`` ``{mode, mean, ci_low, ci_high}``, what its run
+        shows (trial49 B4). The interval of the difference lies within the
+        estimate's declared range (a rate difference within [−1, 1]).
     """
     sign = direction(metric, path)
     row: dict[str, Any] = {
@@ -152,11 +188,18 @@ def compare_estimate(metric: str, slice_key: str, path: str, cur: dict, base: di
     from fair_forge_beam.reports.load import run_config
 
     rc, rb = run_config(cfg_c), run_config(cfg_b)
+    e, _ = estimate_info(metric, path)
     d = difference(cur, base, current_counts=cur_counts.get(path), baseline_counts=base_counts.get(path),
                    bayesian=rc.bayesian, prior=rc.beta_prior,
                    level=level, current_level=rc.ci_level, baseline_level=rb.ci_level,
-                   draws=draws, seed=seed, key=("compare", metric, slice_key, path))
+                   draws=draws, seed=seed, key=("compare", metric, slice_key, path),
+                   value_range=e.value_range if e is not None else None)
     row["method"] = d["method"]
+    if d["method"] in COUNTED_METHODS and rb.mode is not None and (
+            rb.mode != rc.mode or rc.bayesian and rb.beta_prior != rc.beta_prior):
+        # a baseline of the other mode or prior: shown as the difference reads it (trial49 B4)
+        row["baseline"] = _as_compared(row["baseline"], base_counts[path], rb.mode, bayesian=rc.bayesian,
+                                       prior=rc.beta_prior, level=level)
     if "p_current_higher" in d:
         row["p_current_higher"] = d["p_current_higher"]
     row["difference"] = {"mean": d["mean"], "ci_low": d["ci_low"], "ci_high": d["ci_high"]}

@@ -957,6 +957,8 @@ class GateCheck(BaseModel):
         return printable(self._message(ci_level))  # slice keys and reasons carry values from the data
 
     def _message(self, ci_level: Optional[float]) -> str:
+        from fair_forge_beam.reports.compare import read_as
+
         where = shown_key(self.slice) + (f", {shown(self.key)}" if self.key is not None else "")
         if self.kind == "coverage" and self.field != "rejected_share":  # rejected_share: run-level, no metric
             where = f"{self.metric}, {where}"
@@ -985,7 +987,7 @@ class GateCheck(BaseModel):
             verdict = ("credibly worse than the baseline" + (f" by more than {self.margin:g}" if self.margin else "")
                        if self.status == "fail" else "not credibly worse than the baseline")
             return (f"{head} {quoted(self.gate)} [{where}]: {self.field} {verdict}: this run {_fmt_est(self)}, baseline "
-                    f"{_fmt_est(self.baseline)}; difference {_fmt_signed(d['mean'])}, {level} "
+                    f"{_fmt_est(self.baseline)}{read_as(self.baseline, self.method, _fmt_est)}; difference {_fmt_signed(d['mean'])}, {level} "
                     f"[{_fmt_signed(d['ci_low'])}, {_fmt_signed(d['ci_high'])}] ({self.method}; {self.direction})")
         level = f"{ci_level * 100:g}% credible interval" if ci_level else "interval"
         interval = (f", {level} [{_fmt_num(self.ci_low)}, {_fmt_num(self.ci_high)}]"
@@ -1458,6 +1460,7 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                                             skip=f"too small to compare ({row['too_small']})",
                                             reason=f"{f}: too small to compare ({row['too_small']})"))
                     continue
+                one["baseline"] = {k: v for k, v in row["baseline"].items() if k != "n_sessions"}  # as compared (B4)
                 d = row["difference"]
                 if d["ci_low"] is None:
                     checks.append(GateCheck(**one, method=row["method"], status="fail",

@@ -358,6 +358,8 @@ def _versions(run_info: dict) -> dict:
 
 
 def _comparison_view(cmp: dict) -> dict:
+    from fair_forge_beam.reports.compare import read_as
+
     detect = ("better", "worse", "higher", "lower")
     rows = sorted(cmp["rows"], key=lambda r: (r["verdict"] not in detect,))
     shown = rows[:MAX_COMPARE_ROWS]
@@ -369,7 +371,7 @@ def _comparison_view(cmp: dict) -> dict:
         # an older layout's baseline: what it lacks, and the data the runs may share (trial37 T9)
         "missing": list(cmp.get("missing") or ()),
         "possibly_shared_data": cmp.get("possibly_shared_data"),
-        "rows": [{**r, "current_text": _fmt_est(r["current"]), "baseline_text": _fmt_est(r["baseline"]),
+        "rows": [{**r, "current_text": _fmt_est(r["current"]), "baseline_text": _fmt_est(r["baseline"]) + read_as(r["baseline"], r.get("method"), _fmt_est),
                   "difference_text": _fmt_est(r["difference"])} for r in shown],
         "rows_left": len(rows) - len(shown),
         "n_detectable": sum(1 for r in rows if r["verdict"] in detect),

@@ -13,12 +13,21 @@ baseline`` in the estimate's own units; intervals are equal-tailed at ``level``.
 * :func:`agresti_caffo_difference` — the same rate in a frequentist run: Agresti & Caffo (2000),
   "Simple and effective confidence intervals for proportions and differences of proportions
   result from adding two successes and two failures", *The American Statistician* 54(4): one
-  success and one failure added to each side, then the Wald interval; the reported difference is
-  the raw ``k1/n1 − k2/n2``.
+  success and one failure added to each side, then the Wald interval, clipped to [−1, 1] (the
+  Wald interval can reach past it: 12/14 against 0/14 gave [+0.42, +1.01] unclipped); the reported
+  difference is the raw ``k1/n1 − k2/n2``.
+* :func:`rate_as_compared` — the value of one side's rate that those two methods read from its
+  counts (``k/n``; the Beta posterior's mean and interval), so a comparison shows each side as it
+  was compared, also a baseline of the other mode or prior (trial49 B4: a Bayesian baseline shown
+  0.0625, its posterior mean, beside a difference computed from its 0/14).
 * :func:`normal_difference` — any other estimate whose two sides both carry an interval: normal
   approximation, each side's standard error read off its interval as ``(ci_high − ci_low) / (2z)``
   with ``z`` the normal quantile of that side's level; interval ``Δ ± z √(se₁² + se₂²)``. An
   approximation: bootstrap intervals of skewed statistics are not symmetric.
+
+**Within the range.** A difference of two values in ``[low, high]`` lies in ``[−(high − low), high −
+low]``: :func:`difference` clips every interval to it, given the estimate's declared range
+(``value_range``: its metric info's ``EstimateInfo.value_range``), and a rate difference to [−1, 1].
 
 **Too small to compare.** Callers first ask
 :func:`fair_forge_beam.statistical.slices.too_small_to_compare` (the support rule next to the
@@ -41,6 +50,7 @@ __all__ = [
     "normal_quantile",
     "beta_difference",
     "agresti_caffo_difference",
+    "rate_as_compared",
     "normal_difference",
     "difference",
     "METHODS",
@@ -99,11 +109,29 @@ def beta_difference(k1: int, n1: int, k2: int, n2: int, *, prior: tuple[float, f
 def agresti_caffo_difference(k1: int, n1: int, k2: int, n2: int, *, level: float = CI_LEVEL) -> dict:
     """Agresti–Caffo interval of ``p₁ − p₂`` (one success and one failure added to each side,
     then Wald): ``p̃_i = (k_i + 1)/(n_i + 2)``, ``se = √(Σ p̃_i(1 − p̃_i)/(n_i + 2))``, interval
-    ``p̃₁ − p̃₂ ± z·se``. Returns ``{"mean": k1/n1 − k2/n2, "ci_low", "ci_high"}`` (``n_i > 0``)."""
+    ``p̃₁ − p̃₂ ± z·se``, clipped to [−1, 1], where a difference of two rates lies (the Wald
+    interval is not bounded: 12/14 against 0/14 reaches +1.01). Returns ``{"mean": k1/n1 − k2/n2,
+    "ci_low", "ci_high"}`` (``n_i > 0``)."""
     z = normal_quantile(level)
     p1, p2 = (k1 + 1) / (n1 + 2), (k2 + 1) / (n2 + 2)
     se = math.sqrt(p1 * (1 - p1) / (n1 + 2) + p2 * (1 - p2) / (n2 + 2))
-    return {"mean": k1 / n1 - k2 / n2, "ci_low": p1 - p2 - z * se, "ci_high": p1 - p2 + z * se}
+    return {"mean": k1 / n1 - k2 / n2, "ci_low": max(-1.0, p1 - p2 - z * se), "ci_high": min(1.0, p1 - p2 + z * se)}
+
+
+def rate_as_compared(k: int, n: int, *, bayesian: bool, prior: tuple[float, float] = (1.0, 1.0),
+                     level: float = CI_LEVEL) -> dict:
+    """One side's rate as :func:`difference` reads it from its counts ``(k, n)`` (``n > 0``): in a
+    frequentist comparison (:func:`agresti_caffo_difference`) ``k/n`` without interval, in a
+    Bayesian one (:func:`beta_difference`) the ``Beta(a + k, b + n − k)`` posterior's exact mean and
+    equal-tailed interval at ``level``. Returns ``{"mean", "ci_low", "ci_high"}``. A run of the
+    other mode (or another prior) shows another value for the same counts: a comparison shows this
+    one beside its difference."""
+    if not bayesian:
+        return {"mean": k / n, "ci_low": None, "ci_high": None}
+    from fair_forge_beam.statistical.bayesian import beta_posterior_interval
+
+    mean, lo, hi = beta_posterior_interval(k, n, prior[0], prior[1], level)
+    return {"mean": mean, "ci_low": lo, "ci_high": hi}
 
 
 def normal_difference(current: dict, baseline: dict, *, level: float = CI_LEVEL, current_level: Optional[float] = None,
@@ -125,11 +153,14 @@ def normal_difference(current: dict, baseline: dict, *, level: float = CI_LEVEL,
 def difference(current: dict, baseline: dict, *, current_counts: Optional[tuple[int, int]] = None,
                baseline_counts: Optional[tuple[int, int]] = None, bayesian: bool = False,
                prior: tuple[float, float] = (1.0, 1.0), level: float = CI_LEVEL, current_level: Optional[float] = None,
-               baseline_level: Optional[float] = None, draws: int = 20000, seed: int = SEED, key: Sequence = ()) -> dict:
+               baseline_level: Optional[float] = None, draws: int = 20000, seed: int = SEED, key: Sequence = (),
+               value_range: Optional[tuple[float, float]] = None) -> dict:
     """The difference ``current − baseline`` of two estimates with the interval of the method that
     fits them (module docstring): counts on both sides → :func:`beta_difference` (``bayesian``)
     or :func:`agresti_caffo_difference`; else intervals on both sides →
-    :func:`normal_difference`; else the difference of the means only.
+    :func:`normal_difference`; else the difference of the means only. ``value_range``: the
+    estimates' declared ``(low, high)``; the interval is clipped to ``[−(high − low), high − low]``,
+    where a difference of two such values lies (a normal approximation is not bounded).
 
     Both means must be numbers (the caller handles undefined estimates and
     :func:`~fair_forge_beam.statistical.slices.too_small_to_compare`).
@@ -143,6 +174,9 @@ def difference(current: dict, baseline: dict, *, current_counts: Optional[tuple[
                         bayesian=bayesian, prior=prior, level=level, current_level=current_level,
                         baseline_level=baseline_level, draws=draws, seed=seed, key=key)
     if all(v is None or math.isfinite(v) for k, v in found.items() if k in ("mean", "ci_low", "ci_high")):
+        if value_range is not None and found["ci_low"] is not None:
+            span = float(value_range[1]) - float(value_range[0])
+            found.update(ci_low=max(-span, found["ci_low"]), ci_high=min(span, found["ci_high"]))
         return found
     return {"method": "out_of_range", "mean": None, "ci_low": None, "ci_high": None}  # trial37 T2: inf in JSON
 
