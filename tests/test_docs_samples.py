@@ -79,3 +79,32 @@ def test_a_sample_row_shown_n_a_comes_with_the_line_that_says_why(doc, printed):
     assert n_a_shown, f"{doc}: the sample shows no n/a cell any more: update this test"
     for m in n_a_shown:
         assert m in why_shown and why_shown[m] in printed, f"{doc}: {m}'s rows show n/a without the line saying why"
+
+
+def test_the_empty_run_line_of_cli_md_is_what_the_command_prints(tmp_path, monkeypatch, capsys):
+    """trial49 B6: docs/cli.md quoted the empty run's line as ``out is left as it was (exit code 4; …)``;
+    a first run into ``out`` prints ``out was not created; this run's outputs (its dead letters) are kept
+    unpublished in …/out.staging-… until the next run into out (exit code 4; …)``. The sample's command is
+    run as written (its three Spanish interactions made here) and its line compared, the stage's folder
+    and suffix aside."""
+    import json
+    import shlex
+
+    from pipelines import audit
+
+    text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    command, line = re.search(r"```\n\$ (fair-forge-beam --metrics humanity --input spanish_only\.jsonl[^\n]*)\n"
+                              r"(fair-forge-beam: empty run: [^\n]*)\n```", text).groups()
+    monkeypatch.chdir(tmp_path)
+    session = {"session_id": "s1", "assistant_id": "bot", "language": "spanish", "context": "", "conversation": [
+        {"qa_id": str(i), "query": f"¿Pregunta {i}?", "assistant": f"Estoy muy feliz, respuesta {i}.",
+         "ground_truth_assistant": "Estoy triste."} for i in range(3)]}
+    (tmp_path / "spanish_only.jsonl").write_text(json.dumps(session, ensure_ascii=False) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        audit.run([*shlex.split(command)[1:], f"--runner={FNAPI}"])
+    assert exc.value.code == 4
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1, err
+    printed = re.sub(r" /\S+/out\.staging-\S+? until", " …/out.staging-… until", err[0])  # its absolute path
+    assert printed == line, f"docs/cli.md shows\n{line}\nthe command prints\n{printed}"
