@@ -111,6 +111,14 @@ def test_all_ties_share_rank_one_and_name_no_leader(tmp_path, monkeypatch, mode,
     assert [[r["rank"] for r in ranking] for ranking in _slice_parquet_rankings(out)] == [[1] * n] * 2
     page = (out / "report.html").read_text(encoding="utf-8")
     assert all(f"1= {b}" in page for b in bots) and "2. bot-b" not in page
+    # a gate on the leader's win rate says why it has none: no leader, BestOf's declared reason (trial49 B7:
+    # "leader_win_rate mean is undefined (no data: n = 0)")
+    from fair_forge_beam.metrics.best_of import NO_LEADER
+    from fair_forge_beam.reports.gates import evaluate_gates, parse_gate
+
+    for check in evaluate_gates(doc, [parse_gate("bestof leader_win_rate mean >= 0.5 in every slice")]):
+        assert check.status == "fail" and "no data" not in check.reason, check.reason
+        assert check.message(0.95).endswith(f"leader_win_rate mean is undefined: {NO_LEADER} (n = 0)"), check.message(0.95)
 
 
 def test_competition_ranks_share_equal_estimates():

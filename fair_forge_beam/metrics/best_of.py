@@ -98,6 +98,10 @@ __all__ = ["BestOf", "Block", "BlockScore", "Contestant", "SliceStatsCombineFn",
 BESTOF_MODES = ("king", "all_pairs")
 BLOCKS = ("session", "qa")
 BESTOF_SLICES = ("overall", "language")
+#: why a slice's ``leader_win_rate`` has no value (its info's ``undefined``: the console's n/a line, the gates'
+#: reason): there is no leader (trial49 B7: a gate said "no data: n = 0" of a run whose every match was a tie)
+NO_LEADER = ("no leader: its contestants share rank 1 (e.g. every match a tie) or none was judged "
+             "(walkovers, failed matches), as the slice's estimator says")
 
 
 
@@ -588,7 +592,7 @@ class BestOf(MetricTransform):
         name="bestof",
         # the leader's share of its matches: a ranking, with no better side across runs
         estimates=(EstimateInfo("leader_win_rate", "leader win rate", unit="share of matches", gate="leader_win_rate",
-                                headline=True),),
+                                headline=True, undefined=NO_LEADER),),
         parquet=(ParquetColumns("fair_forge_beam.schemas.best_of:BestOfContestRecord",
                                 ("block_id", "round", "left_id", "right_id", "winner_id", "confidence", "verdict",
                                  "judged"), "bestof_"),),

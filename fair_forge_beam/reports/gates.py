@@ -187,6 +187,8 @@ class FieldSpec:
     keys: tuple = ()
     suffix: str = ""
     observed: str = "session"
+    #: why the estimate has no value, as its metric declares it (``EstimateInfo.undefined``; ``None``: no data)
+    undefined: Optional[str] = None
 
 
 class _GateFields(Mapping):
@@ -203,7 +205,7 @@ class _GateFields(Mapping):
             from fair_forge_beam.metrics.registry import metric_info
 
             info = metric_info(name)
-            self._read[name] = {g: FieldSpec(e.parent, e.key_name, tuple(e.keys), e.suffix, e.observed)
+            self._read[name] = {g: FieldSpec(e.parent, e.key_name, tuple(e.keys), e.suffix, e.observed, e.undefined)
                                 for g, e in (info.gate_fields() if info is not None else {}).items()}
         return self._read[name]
 
@@ -1051,6 +1053,19 @@ def _undefined_because(metric: str, spec, rec, est: dict) -> Optional[tuple[str,
     return undefined_because(est, sessions_of(metric, rec if isinstance(rec, dict) else None), unit, spec.observed)
 
 
+#: :func:`_no_value` without an ``n``
+_NO_N = object()
+
+
+def _no_value(declared: Optional[str], n: object = _NO_N) -> str:
+    """Why an estimate has no value, as the gates' lines end ``… is undefined<this>``: its metric's
+    declared reason (``EstimateInfo.undefined``: BestOf's "no leader: …", DIDT's fewer than two
+    groups), ``: no leader: … (n = 0)``, else `` (no data: n = 0)``; without ``n``, without it."""
+    if declared:
+        return f": {declared}" + ("" if n is _NO_N else f" (n = {n})")
+    return " (no data" + ("" if n is _NO_N else f": n = {n}") + ")"
+
+
 def _one_observation(est: dict) -> bool:
     """:func:`~fair_forge_beam.statistical.slices.rests_on_one_observation` (the predicate the
     console and the report mark with)."""
@@ -1178,10 +1193,10 @@ def _threshold_checks(doc: dict, g: Gate, i: int) -> list[GateCheck]:
                 why = _undefined_because(g.metric, spec, rec, est)
                 if why is not None:
                     reason, skip = f"{g.field} {g.stat} is undefined: {why[0]}", f"{g.stat} undefined: {why[1]}"
-                else:
-                    reason = (f"{g.field} {g.stat} is undefined (no data: n = {info['n']})" if est
+                else:  # the reason its metric declares, else no data (trial49 B7)
+                    reason = (f"{g.field} {g.stat} is undefined{_no_value(spec.undefined, info['n'])}" if est
                               else f"no {g.field} estimate" + (f" for {spec.key_name} {quoted(key)}" if key else ""))
-                    skip = f"{g.stat} undefined (no data)" if est else "no estimate"
+                    skip = f"{g.stat} undefined{_no_value(spec.undefined)}" if est else "no estimate"
                 checks.append(GateCheck(**base, slice=slice_key, key=key, **info, status=status, reason=reason,
                                         skip=skip))
                 continue
@@ -1436,15 +1451,16 @@ def _regression_checks(doc: dict, g: Gate, i: int, baseline: Optional[dict]) -> 
                     checks.append(GateCheck(**one, status="skipped", skip=(
                         "undefined in both runs: nothing to compare" if isinstance(bas, dict) else
                         "undefined in this run, the baseline has no value: nothing to compare"), reason=(
-                        f"{f} is undefined in both runs (no data: n = {est['n']}): nothing to compare"
+                        f"{f} is undefined in both runs{_no_value(e.undefined, est['n'])}: nothing to compare"
                         if isinstance(bas, dict) else
-                        f"{f} is undefined in this run (no data: n = {est['n']}) and the baseline has no value of it "
-                        f"{'here' if brec is not None else f'(no slice {quoted(slice_key)})'}: nothing to compare")))
+                        f"{f} is undefined in this run{_no_value(e.undefined, est['n'])} and the baseline has no value "
+                        f"of it {'here' if brec is not None else f'(no slice {quoted(slice_key)})'}: nothing to compare")))
                     continue
                 if cur.get("mean") is None:
                     status = "skipped" if g.if_undefined == "skip" else "fail"
-                    checks.append(GateCheck(**one, status=status, skip="undefined in this run (no data)", reason=(
-                        f"{f} is undefined in this run (no data: n = {est['n']})" if cur else f"no {f} estimate")))
+                    checks.append(GateCheck(**one, status=status, skip=f"undefined in this run{_no_value(e.undefined)}",
+                                            reason=(f"{f} is undefined in this run{_no_value(e.undefined, est['n'])}"
+                                                    if cur else f"no {f} estimate")))
                     continue
                 if brec is None or not isinstance(bas, dict) or bas.get("mean") is None:
                     checks.append(GateCheck(**one, status="skipped", skip="not in the baseline: nothing to compare", reason=(
