@@ -264,15 +264,21 @@ def user_path(text: str) -> str:
     ``--config`` file's ``output = "~/x"`` or a value from a scheduler that runs no shell made a folder
     literally named ``~``. Every path-valued option of every command parses its value with it (an
     :class:`Option` with ``path`` or ``file``; the commands' own path arguments); a ``--config``
-    file's path values too (:func:`fair_forge_beam.audit_config.config_to_argv`). A value not
-    starting with ``~`` is returned as it is (``./~x`` names a file ``~x`` here).
+    file's path values too (:func:`fair_forge_beam.audit_config.config_to_argv`). A ``file://`` URI
+    (RFC 8089) names the local path it holds: ``file:///abs/x.jsonl`` and ``file://localhost/abs/x.jsonl``
+    are ``/abs/x.jsonl``, percent-escapes decoded (Beam's file systems know no ``file`` scheme: trial49
+    B8, "Unable to get filesystem … pip install apache-beam[gcp]"). A value not starting with ``~`` or
+    ``file:`` is returned as it is (``./~x`` names a file ``~x`` here).
 
     Raises:
         argparse.ArgumentTypeError: ``~user`` of a user this machine does not know, or ``~`` with
-            no home folder (no ``HOME`` and no password entry): one line, the way out named.
+            no home folder (no ``HOME`` and no password entry); a ``file://`` URI of another host, or
+            without an absolute path: one line, the way out named.
     """
     import os
 
+    if isinstance(text, str) and text[:7].lower() == "file://":
+        return _file_uri_path(text)
     if not isinstance(text, str) or not text.startswith("~"):
         return text
     expanded = os.path.expanduser(text)
@@ -283,6 +289,18 @@ def user_path(text: str) -> str:
             f"{quoted(text)}: {who}, so {quoted('~' + user)} names no home folder; write the path in full (or "
             f"./{text} for a file or folder whose name starts with ~)")
     return expanded
+
+
+def _file_uri_path(text: str) -> str:
+    """The local path of the ``file://`` URI ``text`` (:func:`user_path`)."""
+    from urllib.parse import unquote
+
+    host, slash, path = text[7:].partition("/")
+    if host.lower() not in ("", "localhost") or not slash:
+        raise argparse.ArgumentTypeError(
+            f"{quoted(text)}: a file:// URI names a local file as file:///absolute/path (file://HOST/… of another "
+            "machine is not read); give the plain path")
+    return unquote("/" + path)
 
 
 #: the packages every run imports whose versions can change its results (run_info.json's ``versions``
