@@ -347,7 +347,7 @@ def config_to_argv(parser: argparse.ArgumentParser, config: dict, path: str) -> 
             value = ",".join(value)  # a comma-separated text option (Option.listed): its texts joined
         for v in (value if isinstance(value, list) else [value]):
             v = str(v)
-            if name in PATH_OPTIONS:
+            if name in PATH_OPTIONS and v not in OPTIONS[action.dest].names:  # a declared name is no path
                 try:
                     v = _resolve(v, base)
                 except argparse.ArgumentTypeError as exc:

@@ -74,3 +74,32 @@ def test_help_says_none_is_no_cache(option):
 
     opt = TABLE[option.lstrip("-").replace("-", "_")]
     assert "'none' (no cache" in opt.help and "none" in opt.names
+
+
+def _named_path_options():
+    """(option name, declared name) of every audit path option that declares names (``none``, a corpus…)."""
+    from fair_forge_beam import options as O
+    from pipelines import audit
+
+    flags = {s for a in audit.build_parser()._actions for s in a.option_strings}
+    return [(o.flag.lstrip("-"), n) for o in O.OPTIONS.values() if o.path and o.names and o.flag in flags
+            for n in o.names]
+
+
+@pytest.mark.parametrize("name, value", _named_path_options())
+def test_a_declared_name_in_a_config_file_is_no_path(name, value, tmp_path):
+    """trial49c B1: ``judge-cache = "none"`` in a ``--config`` file became ``<config folder>/none`` (a
+    cache file there) before anything read it as no cache: a value its option declares a name is kept as
+    written, as the command line and ``options.absolute_paths`` keep it; any other value is a path."""
+    from fair_forge_beam.audit_config import config_to_argv
+    from pipelines import audit
+
+    parser = audit.build_parser()
+    job, _, _ = config_to_argv(parser, {"options": {name: value}}, str(tmp_path / "conf" / "c.toml"))
+    assert job == [f"--{name}={value}"]
+    job, _, _ = config_to_argv(parser, {"options": {name: f"{value}.d"}}, str(tmp_path / "conf" / "c.toml"))
+    assert job == [f"--{name}={tmp_path / 'conf' / (value + '.d')}"]
+
+
+def test_named_path_options_are_found():
+    assert ("judge-cache", "none") in _named_path_options()
