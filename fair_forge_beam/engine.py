@@ -1697,20 +1697,18 @@ class Engine(beam.PTransform):
         with_sessions = layout.with_sessions
         session_parts = cells = None
         if session_inputs and (with_sessions or layout.cell_slots or layout.findings):
-            # the values are not flattened before their combine: each input is pre-combined in the
-            # stage that makes it (a runner that materializes a Flatten, as the FnApiRunner does,
-            # would otherwise encode and decode every value once more)
-            values = session_inputs[0] if len(session_inputs) == 1 else tuple(session_inputs)
+            flat = session_inputs[0] if len(session_inputs) == 1 else (
+                tuple(session_inputs) | "FlattenSessionValues" >> beam.Flatten())
             q_slots = range(n_specs) if dims else sorted({*with_sessions, *layout.findings})
             if self.from_accumulators:
-                accumulators = values if len(session_inputs) == 1 else values | "FlattenSessionValues" >> beam.Flatten()
+                accumulators = flat
             elif self.on_session_accumulators:  # the accumulators themselves, then their outputs
                 from fair_forge_beam.statistical.combiners import AccumulatorOutput
 
-                accumulators = values | "CombineSessions" >> combine_per_key(
-                    AccumulatorOutput(layout.combine_fn()), values, SESSION_TABLE_KEYS)
+                accumulators = flat | "CombineSessions" >> combine_per_key(
+                    AccumulatorOutput(layout.combine_fn()), flat, SESSION_TABLE_KEYS)
             else:
-                accumulators = values | "CombineSessions" >> combine_per_key(layout.combine_fn(), values, SESSION_TABLE_KEYS)
+                accumulators = flat | "CombineSessions" >> combine_per_key(layout.combine_fn(), flat, SESSION_TABLE_KEYS)
             extract = layout.combine_fn() if self.on_session_accumulators or self.from_accumulators else None
             store = self.on_session_accumulators is not None
             session_parts = (

@@ -140,33 +140,6 @@ def test_a_small_table_gives_the_same_elements_and_no_lifting(tmp_path, windowfn
     assert _lines(tmp_path / "folded") == lifted
 
 
-@pytest.mark.parametrize("windowfn", [None, window.FixedWindows(60)], ids=["global", "fixed"])
-@pytest.mark.parametrize("table_keys", [None, 2, 1000])
-def test_several_inputs_combine_as_their_flatten_with_no_flatten_before_the_pre_combine(tmp_path, windowfn, table_keys):
-    """A tuple of inputs gives what the combine of their ``Flatten`` gives (keys, values, windows,
-    timestamps, panes), and each input is pre-combined where it is made: no ``Flatten`` feeds a
-    pre-combine (the FnApiRunner would write and read every value of a flattened input again)."""
-    p, kv = _keyed_values(11, 30, 300, windowfn)
-    parts = kv | beam.Partition(lambda x, _: x[1] % 3, 3)
-    inputs = tuple(parts)
-    several = inputs | "Several" >> wcombine.combine_per_key(_Sorted(), inputs, table_keys)
-    assert several.windowing.windowfn == kv.windowing.windowfn
-    (inputs | "Flat" >> beam.Flatten() | "One" >> beam.CombinePerKey(_Sorted())
-     | "DescOne" >> beam.ParDo(_Describe(tmp_path / "one")))
-    several | "DescSeveral" >> beam.ParDo(_Describe(tmp_path / "several"))
-    if table_keys is not None:
-        leaves = [t for t in p.to_runner_api().components.transforms.values() if not t.subtransforms]
-        made_by = {pc: t for t in leaves for pc in t.outputs.values()}
-        pre = [t for t in leaves if t.unique_name.startswith("Several/") and "PreCombine" in t.unique_name]
-        assert len(pre) == 3
-        assert not [t.unique_name for t in pre for pc in t.inputs.values()
-                    if made_by[pc].spec.urn == "beam:transform:flatten:v1"]
-    p.run().wait_until_finish()
-    one = _lines(tmp_path / "one")
-    assert len(one) >= 30
-    assert _lines(tmp_path / "several") == one
-
-
 def test_the_pre_combine_table_never_holds_more_than_its_keys():
     """The bound is what the fix is about: a bundle of 1,000 keys through a table of 3 holds at most
     3 accumulators at any time, flushing the oldest key first; every value reaches one output."""

@@ -31,15 +31,6 @@ partition: at 1M interactions each worker's table filled to 100,000 session accu
 "Why the workers grew"). A session's values arrive within a few hundred interactions of each other
 (the scorers' batches), so a few thousand keys fold nearly all of them before the shuffle. Unbounded
 and streaming pipelines keep ``CombinePerKey`` (their bundles are small).
-
-Several inputs: every transform here also takes a tuple of PCollections (what a ``Flatten`` would
-take) and pre-combines each where it is made, flattening only the partial accumulators before the
-shuffle; each input's table holds its share of ``table_keys``. Why: the FnApiRunner never fuses a
-``Flatten`` with its consumer; it writes every input element to a buffer and reads it back in a
-stage of its own, so a ``Flatten`` before the pre-combine encoded and decoded every value once
-more (the main job's session values: 3.4 per interaction). A session's values from one input
-arrive together (its interactions are scored in order), so a share of the table folds them as
-well as the whole table folded the flattened values.
 """
 from __future__ import annotations
 
@@ -142,20 +133,15 @@ class GlobalKeyedWindowCombine(beam.PTransform):
         self.combine_fn, self.table_keys = combine_fn, table_keys
 
     def expand(self, pcoll):
-        inputs = _inputs(pcoll)
-        if not all(can_group_in_global_window(x) for x in inputs):
+        if not can_group_in_global_window(pcoll):
             raise ValueError("GlobalKeyedWindowCombine needs bounded, non-merging windows with the default trigger")
-        saved = inputs[0].windowing
-        keyed = []
-        for i, x in enumerate(inputs):
-            k = x | ("KeyByWindow" if len(inputs) == 1 else f"KeyByWindow{i}") >> beam.ParDo(_KeyByWindow())
-            k._windowing = Windowing(_window.GlobalWindows())  # the elements are in the global window
-            keyed.append(k)
-        combine = SmallTableCombinePerKey(self.combine_fn, self.table_keys) if self.table_keys is not None else \
-            _FlattenThen(beam.CombinePerKey(self.combine_fn))
+        saved = pcoll.windowing
+        keyed = pcoll | "KeyByWindow" >> beam.ParDo(_KeyByWindow())
+        keyed._windowing = Windowing(_window.GlobalWindows())  # the elements are in the global window
         out = (
-            tuple(keyed)
-            | "CombinePerKey" >> combine
+            keyed
+            | "CombinePerKey" >> (beam.CombinePerKey(self.combine_fn) if self.table_keys is None
+                                  else SmallTableCombinePerKey(self.combine_fn, self.table_keys))
             | "RestoreWindow" >> beam.ParDo(_RestoreWindow())
         )
         out._windowing = saved  # the elements are back in their windows
@@ -232,41 +218,14 @@ class SmallTableCombinePerKey(beam.PTransform):
         self.combine_fn, self.max_keys = beam.CombineFn.maybe_from_callable(combine_fn), int(max_keys)
 
     def expand(self, pcoll):
-        inputs = _inputs(pcoll)
-        if not inputs[0].windowing.is_default():
-            return (inputs | "Flatten" >> _FlattenThen()
-                    | "GroupByKey" >> beam.GroupByKey() | "Fold" >> beam.ParDo(_MergeGroup(self.combine_fn, True)))
-        if len(inputs) == 1:
-            partial = inputs[0] | "PreCombine" >> beam.ParDo(_PreCombine(self.combine_fn, self.max_keys))
-        else:  # each input pre-combined where it is made, its table a share of max_keys (module docstring)
-            share = max(1, self.max_keys // len(inputs))
-            partial = tuple(
-                x | f"PreCombine{i}" >> beam.ParDo(_PreCombine(self.combine_fn, share)) for i, x in enumerate(inputs)
-            ) | "FlattenPartials" >> beam.Flatten()
+        if not pcoll.windowing.is_default():
+            return pcoll | "GroupByKey" >> beam.GroupByKey() | "Fold" >> beam.ParDo(_MergeGroup(self.combine_fn, True))
         return (
-            partial
+            pcoll
+            | "PreCombine" >> beam.ParDo(_PreCombine(self.combine_fn, self.max_keys))
             | "GroupByKey" >> beam.GroupByKey()
             | "Merge" >> beam.ParDo(_MergeGroup(self.combine_fn))
         )
-
-
-def _inputs(pcoll) -> tuple:
-    """A transform's input as a tuple of PCollections (one PCollection, or a tuple or list of them)."""
-    return tuple(pcoll) if isinstance(pcoll, (tuple, list)) else (pcoll,)
-
-
-class _FlattenThen(beam.PTransform):
-    """One PCollection or several (flattened) → ``then`` applied to it (``None``: the flattened
-    PCollection itself)."""
-
-    def __init__(self, then: Optional[beam.PTransform] = None):
-        super().__init__()
-        self.then = then
-
-    def expand(self, pcoll):
-        inputs = _inputs(pcoll)
-        flat = inputs[0] if len(inputs) == 1 else inputs | "Flatten" >> beam.Flatten()
-        return flat if self.then is None else flat | "Combine" >> self.then
 
 
 def combine_per_key(combine_fn: beam.CombineFn, pcoll, table_keys: Optional[int] = None) -> beam.PTransform:
@@ -274,16 +233,12 @@ def combine_per_key(combine_fn: beam.CombineFn, pcoll, table_keys: Optional[int]
     (:func:`can_group_in_global_window`), ``beam.CombinePerKey(combine_fn)`` otherwise (the
     global window included, so batch graphs are unchanged).
 
-    ``pcoll``: one PCollection, or a tuple of them combined as their ``Flatten`` would be (each
-    pre-combined where it is made, see the module docstring); the transform is applied to the same.
-
     ``table_keys``: for keys that are nearly all distinct within a bundle (a session's): on a
     bounded batch input the combine is a :class:`SmallTableCombinePerKey` with at most that many
     keys in its pre-combine (inside :class:`GlobalKeyedWindowCombine` for windowed input), never
     Beam's lifted one; unbounded and streaming pipelines keep ``CombinePerKey`` (module docstring)."""
-    inputs = _inputs(pcoll)
-    if all(can_group_in_global_window(x) for x in inputs):
+    if can_group_in_global_window(pcoll):
         return GlobalKeyedWindowCombine(combine_fn, table_keys)
-    if table_keys is not None and all(_batch(x) for x in inputs):
+    if table_keys is not None and _batch(pcoll):
         return SmallTableCombinePerKey(combine_fn, table_keys)
-    return _FlattenThen(beam.CombinePerKey(combine_fn)) if isinstance(pcoll, (tuple, list)) else beam.CombinePerKey(combine_fn)
+    return beam.CombinePerKey(combine_fn)
