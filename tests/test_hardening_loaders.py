@@ -249,7 +249,7 @@ def test_tau_bench_never_leaves_out_part_of_a_record_it_maps(tmp_path):
         "(traj[4] is text, not a message object)",
         "(traj[4] has role 'function', not one of system, user, assistant, tool)",
         "(traj[1] is an assistant message before the first user message: it belongs to no turn)",
-        "(task_id is missing: the session id is built from task_id and trial (a number or text))",
+        "(task_id is missing: the session id is built from task_id and trial (an integer or non-blank text))",
         "(traj[4] is the result of tool call 'nobody', which no earlier call awaits)",
         "(task_id '7' and trial '0' repeat those of record 6: a second trajectory of the same task and trial)",
     ], why

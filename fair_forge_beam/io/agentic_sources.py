@@ -23,13 +23,19 @@ allowed): a JSON list of ``{task_id, trial, reward, info{task{actions, ...}}, tr
   without actions gives no expectation (``ground_truth_agentic = {}``: tool correctness not
   applicable), never an empty list that an empty trace would match. No reference answers
   (``ground_truth_assistant`` is ``None``).
-* a record that cannot be mapped whole is a dead letter, never a session with a part left out:
-  no ``task_id`` or ``trial``, a second trajectory of the same task and trial, a ``traj`` that is
-  not a list or has no user message, a message that is not an object or whose role is not
-  ``system``/``user``/``assistant``/``tool``, a system message after the first user message, an
-  assistant or tool message before it (it belongs to no turn), a tool result that no call awaits,
-  an action that is not an object with a ``kwargs`` object (trial49b B5: ``"cancel_everything"``,
-  ``null`` and ``42`` were left out of ``expected_tools`` and the task scored 1.0).
+* a record that cannot be mapped whole is a dead letter, never a session with a part left out or
+  filled in (every field is checked before it is mapped; no value is made text): a ``task_id`` or
+  ``trial`` that is not an integer or non-blank text, a second trajectory of the same task and
+  trial, a ``traj`` that is not a list or has no user message, a message that is not an object or
+  whose role is not ``system``/``user``/``assistant``/``tool``, a system or user ``content`` that is
+  not text, an assistant ``content`` neither text nor null, ``tool_calls`` that are not a list of
+  ``{id?, function: {name, arguments}}`` (name non-blank text, arguments JSON text or an object, id
+  text), a tool message whose ``tool_call_id`` or ``content`` is not text, a ``reward`` that is not
+  a finite number or true/false (absent: ``None``, no label), a system message after the first user
+  message, an assistant or tool message before it (it belongs to no turn), a tool result that no
+  call awaits, an action that is not an object with a ``kwargs`` object and a non-blank text
+  ``name`` (trial49b B5: ``"cancel_everything"``, ``null`` and ``42`` were left out of
+  ``expected_tools`` and the task scored 1.0; trial49c B4: ``content: 5`` / ``null`` was mapped).
 
 **BFCL multi-turn** (Berkeley Function-Calling Leaderboard, e.g. ``BFCL_v4_multi_turn_base.json``):
 JSON lines ``{id, question: [[{role, content}], ...], involved_classes, ...}`` and the answer
@@ -43,7 +49,12 @@ file ``possible_answer_<same name>`` (or ``answers_path``) with ``{id, ground_tr
   folder is next to the file (else ``arg0``, ``arg1`` …) → ``ground_truth_agentic =
   {"expected_tools": [...], "tool_sequence_matters": True}``; ``[]`` is a turn that expects no
   call; a question without an entry in the answer file gets no expectation (``{}``);
-* a question that cannot be mapped whole is a dead letter with its record: a ground truth (or,
+* a question that cannot be mapped whole is a dead letter with its record (trial49c B3): an id
+  that is not an integer or non-blank text; a ``question`` that is not a non-empty list of turns,
+  each a non-empty list of ``{role: "user", content: text}`` (another role would be left out of the
+  query, an empty turn would be an empty one; ``multi_turn_miss_func``'s ``[]`` turns are not
+  read); ``involved_classes`` that are not a list of text; a ground-truth or result turn that is
+  not a list (``null`` is not "no call"); a ground truth (or,
   with a result file, a result) of another number of turns than the question has — a turn past
   its end would have no expectation, or no trace —, an id the answer (result) file gives two
   different values, a result file without the id (a missing result is not an empty trace), an id
@@ -78,12 +89,13 @@ if __name__ == "__main__":  # the command is the process: a Ctrl-C while it stil
 
 import ast
 import json
+import math
 import os
 import sys
 from typing import Any, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the guarded import (case-006)
-from fair_forge_beam.blank import is_blank_line
+from fair_forge_beam.blank import is_blank, is_blank_line
 from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.quoting import quoted
@@ -216,12 +228,47 @@ def _arguments(text: Any) -> dict:
 _TAU_ROLES = ("system", "user", "assistant", "tool")
 
 
+_ABSENT = object()  # a field the record does not give (said "missing", not "null")
+
+
+def _kind(value: Any) -> str:
+    """What a record's value is, for a reason: ``missing``, ``null``, ``a number (1.5)``, ``text``…"""
+    if value is _ABSENT:
+        return "missing"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{json_kind(value)} ({quoted(value, 40)})"
+    return json_kind(value)
+
+
+def _text(obj: dict, key: str, path: str, what: str, nullable: bool = False, blank: bool = True) -> Optional[str]:
+    """The text at ``obj[key]`` (``path`` in the record), never another value made text: a value that is
+    not text (``None`` too, unless ``nullable``; a blank one when not ``blank``) raises ``TypeError``
+    naming the path, what it is, and what the loader maps it to (``what``)."""
+    value = obj.get(key, _ABSENT)
+    if nullable and value in (None, _ABSENT):
+        return None
+    if isinstance(value, str) and (blank or not is_blank(value)):
+        return value
+    kind = "blank text" if isinstance(value, str) else _kind(value)
+    raise TypeError(f"{path} is {kind}, not {'non-blank ' if not blank else ''}text ({what})")
+
+
 def _tau_id(rec: dict, field: str) -> Union[int, str]:
-    value = rec.get(field)
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"{field} is {'missing' if value is None else json_kind(value)}: the session id is built "
-                         f"from task_id and trial (a number or text)")
+    value = rec.get(field, _ABSENT)
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, str) and is_blank(value)):
+        kind = "blank text" if isinstance(value, str) else _kind(value)
+        raise TypeError(f"{field} is {kind}: the session id is built from task_id and trial (an integer or non-blank text)")
     return value
+
+
+def _tau_reward(rec: dict) -> Any:
+    """The trajectory's ``reward`` (the label of ``--agentic-correctness label``): a number, true or
+    false, or ``None`` when the record gives none (no label: the metric says so). Raises ``TypeError``
+    for any other value (text is never read as a number)."""
+    value = rec.get("reward")
+    if value is None or isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(value)):
+        return value
+    raise TypeError(f"reward is {_kind(value)}, not a finite number or true/false (the trajectory's reward, its label)")
 
 
 def _tau_actions(rec: dict) -> Optional[list]:
@@ -248,8 +295,9 @@ def _tau_actions(rec: dict) -> Optional[list]:
         if not isinstance(a, dict):
             raise TypeError(f"info.task.actions[{i}] is {json_kind(a)}, not an action object ({{name, kwargs}})")
         if not isinstance(a.get("kwargs"), dict):
-            raise TypeError(f"info.task.actions[{i}].kwargs is {json_kind(a.get('kwargs'))}, not an object of arguments")
-        expected.append({"tool_name": a.get("name") or UNPARSED, "parameters": a["kwargs"], "step": i + 1})
+            raise TypeError(f"info.task.actions[{i}].kwargs is {_kind(a.get('kwargs', _ABSENT))}, not an object of arguments")
+        name = _text(a, "name", f"info.task.actions[{i}].name", "the expected tool's name", blank=False)
+        expected.append({"tool_name": name, "parameters": a["kwargs"], "step": i + 1})
     return expected
 
 
@@ -258,7 +306,9 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
     be mapped whole (the caller's dead letter, with the record): no task_id or trial, no trajectory or
     no user message in it, a message that is not an object or has another role than system, user,
     assistant or tool, a system message after the first user message, an assistant or tool message
-    before it (it belongs to no turn), a tool result no call awaits, an action that is not an object."""
+    before it (it belongs to no turn), a tool result no call awaits, an action that is not an object,
+    and any mapped field that is not of its type (:func:`_text`: a query, answer, context, result,
+    tool name or call id that is not text; :func:`_tau_reward`), named by its path in the record."""
     task_id, trial = _tau_id(rec, "task_id"), _tau_id(rec, "trial")
     session_id = f"tau_bench-task{task_id}-trial{trial}"
     traj = rec.get("traj")
@@ -273,47 +323,62 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
         role = m.get("role")
         if role not in _TAU_ROLES:
             raise ValueError(f"traj[{n}] has role {quoted(role)}, not one of {', '.join(_TAU_ROLES)}")
+        where = f"traj[{n}]"
         if role == "system":
             if turns or context is not None:
-                raise ValueError(f"traj[{n}] is a system message after the first {'user' if turns else 'system'} message")
-            context = m.get("content") or ""
+                raise ValueError(f"{where} is a system message after the first {'user' if turns else 'system'} message")
+            context = _text(m, "content", f"{where}.content", "the session's context")
             continue
         if role == "user":
-            turns.append({"query": m.get("content") or "", "tools": [], "answer": "", "answer_pos": -1, "last_tool": -1, "pos": 0})
+            query = _text(m, "content", f"{where}.content", "the turn's query")
+            turns.append({"query": query, "tools": [], "answer": "", "answer_pos": -1, "last_tool": -1, "pos": 0})
             continue
         if not turns:
-            raise ValueError(f"traj[{n}] is an {role} message before the first user message: it belongs to no turn")
+            raise ValueError(f"{where} is an {role} message before the first user message: it belongs to no turn")
         t = turns[-1]
         t["pos"] += 1
         if role == "assistant":
-            calls = m.get("tool_calls") or []
+            answer = _text(m, "content", f"{where}.content", "the assistant's answer, or null beside tool calls",
+                           nullable=True)
+            calls = m.get("tool_calls")
+            if calls is None:
+                calls = []
             if not isinstance(calls, list):
-                raise TypeError(f"tool_calls must be a list, got {type(calls).__name__}")
-            for call in calls:
-                if not isinstance(call or {}, dict) or not isinstance((call or {}).get("function") or {}, dict):
-                    raise TypeError(f"a tool call must be an object with a 'function' object, got {quoted(call)}")
-                fn = (call or {}).get("function") or {}
-                entry = {
-                    "tool_name": fn.get("name") or UNPARSED,
-                    "parameters": _arguments(fn.get("arguments")),
-                    "result": None,
-                    "step": len(t["tools"]) + 1,
-                }
+                raise TypeError(f"{where}.tool_calls is {_kind(calls)}, not a list of tool calls")
+            for c, call in enumerate(calls):
+                at = f"{where}.tool_calls[{c}]"
+                if not isinstance(call, dict):
+                    raise TypeError(f"{at} is {_kind(call)}, not a tool call object ({{id, function}})")
+                fn = call.get("function", _ABSENT)
+                if not isinstance(fn, dict):
+                    raise TypeError(f"{at}.function is {_kind(fn)}, not an object ({{name, arguments}})")
+                name = _text(fn, "name", f"{at}.function.name", "the tool's name", blank=False)
+                arguments = fn.get("arguments", _ABSENT)
+                if not isinstance(arguments, (str, dict)):
+                    raise TypeError(f"{at}.function.arguments is {_kind(arguments)}, not the call's arguments (JSON "
+                                    "text or an object)")
+                call_id = _text(call, "id", f"{at}.id", "the id its tool result names", nullable=True)
+                entry = {"tool_name": name, "parameters": _arguments(arguments), "result": None,
+                         "step": len(t["tools"]) + 1}
                 t["tools"].append(entry)
-                pending.setdefault((call or {}).get("id"), []).append(entry)
-            if m.get("content"):
-                t["answer"], t["answer_pos"] = m["content"], t["pos"]
+                if call_id is not None:  # a call without an id: no tool result can name it
+                    pending.setdefault(call_id, []).append(entry)
+            if answer:
+                t["answer"], t["answer_pos"] = answer, t["pos"]
         else:  # a tool result
+            call_id = _text(m, "tool_call_id", f"{where}.tool_call_id", "the id of the call it answers")
+            result = _text(m, "content", f"{where}.content", "the tool's result")
             t["last_tool"] = t["pos"]
-            waiting = pending.get(m.get("tool_call_id")) or []
+            waiting = pending.get(call_id) or []
             if not waiting:
-                raise ValueError(f"traj[{n}] is the result of tool call {quoted(m.get('tool_call_id'))}, which no earlier "
+                raise ValueError(f"{where} is the result of tool call {quoted(call_id)}, which no earlier "
                                  "call awaits")
-            waiting.pop(0)["result"] = m.get("content")
+            waiting.pop(0)["result"] = result
     if not turns:
         raise ValueError("traj has no user message: no turn to score")
     expected = _tau_actions(rec)
-    context = context or ""
+    reward = _tau_reward(rec)
+    context = "" if context is None else context  # no system message: no context
     conversation = []
     for i, t in enumerate(turns):
         conversation.append({
@@ -324,7 +389,7 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
             "agentic": {
                 "task_id": None if task_id is None else str(task_id),
                 "trial": trial,
-                "reward": rec.get("reward"),
+                "reward": reward,
                 "tools_used": t["tools"],
                 "final_answer_uses_tools": bool(t["tools"]) and t["answer_pos"] > t["last_tool"],
             },
@@ -411,7 +476,9 @@ def _signatures(folder: str) -> dict:
     return out
 
 
-def _calls(turn: Any, signatures: dict) -> list[dict]:
+def _calls(turn: list, signatures: dict) -> list[dict]:
+    """The calls of one turn (a list of call strings, ``{name: {arguments}}`` objects, or lists of
+    them: steps), numbered by ``step``; anything else is a call named ``<unparsed>`` with its text."""
     flat: list = []
 
     def walk(x):
@@ -421,15 +488,15 @@ def _calls(turn: Any, signatures: dict) -> list[dict]:
         else:
             flat.append(x)
 
-    walk(turn if turn is not None else [])
+    walk(turn)
     calls = []
     for x in flat:
         if isinstance(x, str):
             c = parse_call(x, signatures)
-        elif isinstance(x, dict) and len(x) == 1:
-            name, args = next(iter(x.items()))
-            c = {"tool_name": str(name), "parameters": args if isinstance(args, dict) else {"value": args}}
-        else:
+        elif isinstance(x, dict) and len(x) == 1 and not is_blank(next(iter(x))) and isinstance(next(iter(x.values())), dict):
+            name, args = next(iter(x.items()))  # {"func": {arg: value}}
+            c = {"tool_name": name, "parameters": args}
+        else:  # not a call: unparsed, its JSON text kept (never its arguments made {"value": ...})
             c = {"tool_name": UNPARSED, "parameters": {"text": json.dumps(x, default=str)}}
         c["step"] = len(calls) + 1
         calls.append(c)
@@ -557,6 +624,53 @@ def _by_id(path: str, field: str, what: str, max_record_bytes: Optional[int], ou
     return _Entries(values, records, path)
 
 
+def _bfcl_question(rec: dict) -> tuple[list, list]:
+    """``(question, involved_classes)`` of a BFCL question record, each field checked before it is
+    mapped. Raises ``TypeError`` naming the field's path for what would be filled in or left out:
+    an id that is not an integer or non-blank text; a ``question`` that is not a non-empty list of
+    turns; a turn that is not a non-empty list of messages (a turn without a message has no query);
+    a message that is not an object, whose ``role`` is not ``user`` (the query is the turn's user
+    messages: another role would be left out) or whose ``content`` is not text; ``involved_classes``
+    that is neither absent nor a list of text."""
+    key = rec["id"]
+    if isinstance(key, bool) or not isinstance(key, (str, int)) or (isinstance(key, str) and is_blank(key)):
+        raise TypeError(f"id is {'blank text' if isinstance(key, str) else _kind(key)}, not an integer or non-blank text")
+    questions = rec.get("question", _ABSENT)
+    if not isinstance(questions, list) or not questions:
+        raise TypeError(f"question is {'an empty list' if questions == [] else _kind(questions)}, not a list of turns "
+                        "(one list of messages each)")
+    for i, msgs in enumerate(questions):
+        if not isinstance(msgs, list) or not msgs:
+            raise TypeError(f"question[{i}] is {'an empty list' if msgs == [] else _kind(msgs)}, not a list of the "
+                            "turn's messages (a turn without a user message has no query)")
+        for j, m in enumerate(msgs):
+            where = f"question[{i}][{j}]"
+            if not isinstance(m, dict):
+                raise TypeError(f"{where} is {_kind(m)}, not a message object ({{role, content}})")
+            role = m.get("role", _ABSENT)
+            if role != "user":
+                raise TypeError(f"{where}.role is {quoted(role) if isinstance(role, str) else _kind(role)}, not 'user' "
+                                "(the turn's query is its user messages: another role would be left out)")
+            _text(m, "content", f"{where}.content", "the turn's query")
+    classes = rec.get("involved_classes")
+    if classes is None:
+        classes = []
+    if not isinstance(classes, list):
+        raise TypeError(f"involved_classes is {_kind(classes)}, not a list of API class names (text)")
+    for i, c in enumerate(classes):
+        if not isinstance(c, str):
+            raise TypeError(f"involved_classes[{i}] is {_kind(c)}, not an API class name (text)")
+    return questions, classes
+
+
+def _bfcl_turns(value: list, field: str, sid: str) -> None:
+    """Each turn of a ground truth or result is a list of calls (or of steps of them); ``null`` or a
+    lone call is never read as a turn (``null`` would be one that expects, or made, no call)."""
+    for i, turn in enumerate(value):
+        if not isinstance(turn, list):
+            raise TypeError(f"{field}[{i}] of {quoted(sid)} is {_kind(turn)}, not a list of calls (one list per turn)")
+
+
 def _bfcl_session(rec: dict, truth: _Entries, results: Optional[_Entries], tools_used: str, assistant_id: str,
                   signatures: dict) -> dict:
     """One BFCL question record → a session. A question without a ground-truth entry gets no
@@ -565,11 +679,7 @@ def _bfcl_session(rec: dict, truth: _Entries, results: Optional[_Entries], tools
     ``ValueError`` for a question that cannot be mapped whole: a ground truth (or result) whose
     number of turns is not the question's (a turn past its end would have none), one the answer
     (result) file gives differently in two records, a result file without the question's id."""
-    if not isinstance(rec["id"], (str, int)) or isinstance(rec["id"], bool):
-        raise TypeError(f"id must be a string or an integer, got {type(rec['id']).__name__}")
-    questions = rec.get("question") or []
-    if not isinstance(questions, list):
-        raise TypeError(f"question must be a list of turns, got {type(questions).__name__}")
+    questions, classes = _bfcl_question(rec)
     sid = str(rec["id"])
     has_truth = rec["id"] in truth.values
     if has_truth:
@@ -579,6 +689,8 @@ def _bfcl_session(rec: dict, truth: _Entries, results: Optional[_Entries], tools
     gt = truth.values.get(rec["id"]) if has_truth else []
     if not isinstance(gt, list):
         raise TypeError(f"ground_truth of {quoted(sid)} must be a list (one entry per turn), got {json_kind(gt)}")
+    if has_truth:
+        _bfcl_turns(gt, "ground_truth", sid)
     if has_truth and len(gt) != len(questions):
         raise ValueError(f"ground_truth of {quoted(sid)} has {len(gt)} turn(s) for its {len(questions)} question turn(s): "
                          "a turn past its end would have no expectation")
@@ -590,13 +702,13 @@ def _bfcl_session(rec: dict, truth: _Entries, results: Optional[_Entries], tools
         res = results.values[rec["id"]]
         if not isinstance(res, list):
             raise TypeError(f"result of {quoted(sid)} must be a list (one entry per turn), got {json_kind(res)}")
+        _bfcl_turns(res, "result", sid)
         if len(res) != len(questions):
             raise ValueError(f"result of {quoted(sid)} has {len(res)} turn(s) for its {len(questions)} question turn(s): "
                              "a turn past its end would have no trace")
     conversation = []
     for i, msgs in enumerate(questions):
-        msgs = msgs if isinstance(msgs, list) else [msgs]
-        query = "\n".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict) and m.get("role") == "user")
+        query = "\n".join(m["content"] for m in msgs)
         expected = _calls(gt[i] if has_truth else [], signatures)
         if tools_used == "ground_truth":
             used = [dict(c) for c in expected]
@@ -616,7 +728,7 @@ def _bfcl_session(rec: dict, truth: _Entries, results: Optional[_Entries], tools
         "session_id": sid,
         "assistant_id": assistant_id,
         "language": "english",
-        "context": "BFCL multi-turn task; APIs: " + ", ".join(str(c) for c in rec.get("involved_classes") or []),
+        "context": "BFCL multi-turn task; APIs: " + ", ".join(classes),
         "conversation": conversation,
     }
 
