@@ -224,3 +224,23 @@ def test_tau_bench_audit_dead_letters_the_record_at_read_not_a_turn_of_its_mappe
     assert dead["stage"] == "read" and json.loads(dead["raw"]) == bad
     assert "traj[4].content is a number (5), not text" in dead["reason"]
 
+
+# ------------------------------------------------------------------ HH-RLHF (the same module family)
+
+def test_hh_rlhf_never_leaves_out_text_before_the_first_human_turn(tmp_path):
+    """A transcript's text (or Assistant turn) before its first ``Human:`` turn was dropped and the rest
+    mapped as the whole pair; such a record is now skipped with its reason, like any it cannot parse."""
+    from fair_forge_beam.io.hh_rlhf import hh_rlhf_sessions
+
+    sound = "\n\nHuman: hi\n\nAssistant: hello"
+    records = [{"chosen": sound, "rejected": sound + " there"},
+               {"chosen": "Preamble.\n\nHuman: hi\n\nAssistant: hello", "rejected": sound},
+               {"chosen": sound, "rejected": "\n\nAssistant: first\n\nHuman: hi\n\nAssistant: hello"}]
+    path = tmp_path / "hh.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    skipped: list = []
+    sessions = hh_rlhf_sessions(str(path), skipped=skipped)
+    assert {s["session_id"] for s in sessions} == {"hh-00000"}
+    assert [n for n, _ in skipped] == [1, 2], skipped
+    assert "text before the first 'Human:' turn ('Preamble.')" in skipped[0][1]
+    assert "an 'Assistant:' turn before the first 'Human:' turn" in skipped[1][1]

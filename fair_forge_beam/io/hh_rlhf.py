@@ -9,7 +9,8 @@ Human turn without a reply gets an empty answer). The two transcripts share ever
 the last, so a BestOf block compares the final answers in their shared context. No reference
 answers (``ground_truth_assistant`` None).
 
-A record that cannot be parsed (not JSON, a transcript missing or without a Human turn) is
+A record that cannot be parsed (not JSON, a transcript missing or without a Human turn, or with
+text or an Assistant turn before its first Human turn, which no turn would hold) is
 skipped and counted in :attr:`HHRLHFPairs.skipped` with its reason — the pipeline's reader
 only sees valid sessions. Source: anthropics/hh-rlhf (MIT).
 """
@@ -22,6 +23,7 @@ from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.schemas.common import IterationLevel
 from fair_forge_beam.plain import plain_reason
+from fair_forge_beam.quoting import quoted
 
 __all__ = ["HHRLHFPairs", "parse_transcript", "hh_rlhf_sessions"]
 
@@ -31,11 +33,14 @@ _MARK = re.compile(r"\n\n(Human|Assistant): ")
 def parse_transcript(text: str) -> list[tuple[str, str]]:
     """``[(human text, assistant text), …]`` of one transcript.
 
-    Raises ``ValueError`` when the text is not a string or has no Human turn."""
+    Raises ``ValueError`` when the text is not a string, has no Human turn, or has text or an
+    Assistant turn before the first Human turn (it would be left out of the mapped turns)."""
     if not isinstance(text, str):
         raise ValueError(f"transcript must be text, got {type(text).__name__}")
     parts = _MARK.split("\n\n" + text.lstrip("\n") if not text.startswith("\n\n") else text)
     # parts = [prefix, role, text, role, text, ...]
+    if parts[0].strip():  # never left out: text before the first turn belongs to none
+        raise ValueError(f"text before the first 'Human:' turn ({quoted(parts[0].strip(), 40)}): it belongs to no turn")
     turns: list[list[str]] = []
     for role, body in zip(parts[1::2], parts[2::2]):
         body = body.strip()
@@ -43,6 +48,8 @@ def parse_transcript(text: str) -> list[tuple[str, str]]:
             turns.append([body, ""])
         elif turns:
             turns[-1][1] = f"{turns[-1][1]}\n\n{body}" if turns[-1][1] else body
+        else:
+            raise ValueError("an 'Assistant:' turn before the first 'Human:' turn: it answers no query")
     if not turns:
         raise ValueError("no 'Human:' turn in the transcript")
     return [(q, a) for q, a in turns]
