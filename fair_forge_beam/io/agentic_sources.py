@@ -253,6 +253,17 @@ def _text(obj: dict, key: str, path: str, what: str, nullable: bool = False, bla
     raise TypeError(f"{path} is {kind}, not {'non-blank ' if not blank else ''}text ({what})")
 
 
+def _list(obj: dict, key: str, path: str, what: str) -> list:
+    """The list at ``obj[key]``, ``[]`` when the record gives none (absent or null); any other value
+    raises ``TypeError`` naming ``path`` (never read as a list of one)."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"{path} is {_kind(value)}, not {what}")
+    return value
+
+
 def _tau_id(rec: dict, field: str) -> Union[int, str]:
     value = rec.get(field, _ABSENT)
     if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, str) and is_blank(value)):
@@ -340,12 +351,7 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
         if role == "assistant":
             answer = _text(m, "content", f"{where}.content", "the assistant's answer, or null beside tool calls",
                            nullable=True)
-            calls = m.get("tool_calls")
-            if calls is None:
-                calls = []
-            if not isinstance(calls, list):
-                raise TypeError(f"{where}.tool_calls is {_kind(calls)}, not a list of tool calls")
-            for c, call in enumerate(calls):
+            for c, call in enumerate(_list(m, "tool_calls", f"{where}.tool_calls", "a list of tool calls")):
                 at = f"{where}.tool_calls[{c}]"
                 if not isinstance(call, dict):
                     raise TypeError(f"{at} is {_kind(call)}, not a tool call object ({{id, function}})")
@@ -652,11 +658,7 @@ def _bfcl_question(rec: dict) -> tuple[list, list]:
                 raise TypeError(f"{where}.role is {quoted(role) if isinstance(role, str) else _kind(role)}, not 'user' "
                                 "(the turn's query is its user messages: another role would be left out)")
             _text(m, "content", f"{where}.content", "the turn's query")
-    classes = rec.get("involved_classes")
-    if classes is None:
-        classes = []
-    if not isinstance(classes, list):
-        raise TypeError(f"involved_classes is {_kind(classes)}, not a list of API class names (text)")
+    classes = _list(rec, "involved_classes", "involved_classes", "a list of API class names (text)")
     for i, c in enumerate(classes):
         if not isinstance(c, str):
             raise TypeError(f"involved_classes[{i}] is {_kind(c)}, not an API class name (text)")
