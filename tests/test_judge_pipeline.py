@@ -309,8 +309,10 @@ def test_batch_calls_run_concurrently(tmp_path):
             timings[conc] = time.monotonic() - t
             assert all(r.error is None for r in out) and [r.key for r in out] == [r.key for r in reqs]
             got = sorted(r.received_at for r in srv.requests[first:])
-            # requests the server held at once: those received before the first could be answered (0.1 s)
-            overlap[conc] = sum(1 for x in got if x - got[0] < 0.1)
+            # the most requests the server held at once: received within one answer's latency (0.1 s) of
+            # another's receipt, in any window (not only the first: at load 6 the first call's thread ran
+            # alone for over 0.1 s and the 15 others then overlapped, which the first window missed)
+            overlap[conc] = max(sum(1 for x in got[i:] if x - y < 0.1) for i, y in enumerate(got))
     assert 1.6 <= timings[1] and timings[16] < timings[1] / 2, timings
     assert overlap[1] == 1 and overlap[16] >= 2, overlap
 
