@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from fair_forge_beam.components.text import reading_text
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.arguments import checks_arguments
 
@@ -64,7 +65,9 @@ class WordCountConstraint:
 
 class KeywordConstraint:
     """Passes when ``keyword`` occurs in the response (substring; case-insensitive unless
-    ``case_sensitive``).
+    ``case_sensitive``), both as every word-reading scorer reads them
+    (:func:`~fair_forge_beam.components.text.reading_text`: invisible characters removed, NFKC):
+    ``"ref\\u200bund"`` and ``"ｒｅｆｕｎｄ"`` contain ``"refund"``.
 
     Raises:
         ValueError: empty ``keyword``.
@@ -78,9 +81,10 @@ class KeywordConstraint:
         self.name = f"keyword:{keyword}"
 
     def check(self, response: str) -> bool:
+        keyword, response = reading_text(self.keyword), reading_text(response)
         if self.case_sensitive:
-            return self.keyword in response
-        return self.keyword.casefold() in response.casefold()
+            return keyword in response
+        return keyword.casefold() in response.casefold()
 
 
 class RegexConstraint:

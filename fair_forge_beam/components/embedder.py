@@ -81,6 +81,7 @@ import numpy as np
 
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.shared_resources import Transient
+from fair_forge_beam.components.text import reading_text
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.arguments import checks_arguments
 
@@ -627,7 +628,8 @@ _HASH_TOKEN_RE = re.compile(r"\w+")
 class HashingEmbedder(Embedder):
     """Deterministic bag of hashed tokens (the signed "hashing trick", Weinberger et al., ICML 2009).
 
-    Tokens are the lower-cased ``\\w+`` runs (Unicode). Token ``t`` adds ``±1`` to coordinate
+    Tokens are the lower-cased ``\\w+`` runs (Unicode) of the text every word-reading scorer reads
+    (:func:`~fair_forge_beam.components.text.reading_text`: invisible characters removed, NFKC). Token ``t`` adds ``±1`` to coordinate
     ``h mod dim``, where ``h`` is the first 8 bytes (little-endian) of ``blake2b(t, digest_size=16,
     person=b"ffb-hashing-emb")`` and the sign is bit 0 of byte 8 — stable across processes,
     machines and Python versions (never Python's salted ``hash()``). Rows are L2-normalised when
@@ -680,7 +682,7 @@ class HashingEmbedder(Embedder):
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for i, text in enumerate(texts):
             row = out[i]
-            for tok in _HASH_TOKEN_RE.findall(text.lower()):
+            for tok in _HASH_TOKEN_RE.findall(reading_text(text).lower()):
                 j, s = self._slot(tok)
                 row[j] += s
         return out

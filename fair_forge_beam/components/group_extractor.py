@@ -51,7 +51,7 @@ import numpy as np
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.shared_resources import Transient
 from fair_forge_beam.components.embedder import Embedder, check_texts, l2_normalize
-from fair_forge_beam.components.text import ascii_words
+from fair_forge_beam.components.text import ascii_words, reading_text
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.arguments import checks_arguments
 
@@ -369,8 +369,10 @@ _WORD_RE = re.compile(r"\w+")
 
 
 def keyword_tokens(text: str) -> list[str]:
-    """Lower-cased ``\\w+`` runs (Unicode) of ``text`` — how texts and keywords are tokenised."""
-    return _WORD_RE.findall(text.lower())
+    """Lower-cased ``\\w+`` runs (Unicode) of ``text``'s reading text
+    (:func:`~fair_forge_beam.components.text.reading_text`: invisible characters removed, NFKC) —
+    how texts and keywords are tokenised: ``"wo\\u200bman"`` and ``"ＷＯＭＡＮ"`` are ``["woman"]``."""
+    return ascii_words(text) if text.isascii() else _WORD_RE.findall(reading_text(text).lower())
 
 
 def _plural_forms(token: str) -> set[str]:
@@ -386,7 +388,10 @@ class KeywordGroupExtractor(GroupExtractor):
 
     What is matched, exactly:
 
-    * texts and keywords are lower-cased (``str.lower``) and split into ``\\w+`` runs (Unicode
+    * texts and keywords are read as every word-reading scorer reads them
+      (:func:`~fair_forge_beam.components.text.reading_text`: invisible characters removed, NFKC:
+      ``"wo\\u200bman"`` and ``"ｗｏｍａｎ"`` are ``"woman"``), lower-cased (``str.lower``) and
+      split into ``\\w+`` runs (Unicode
       letters, digits, underscore); everything else separates tokens. A keyword matches where
       its token sequence occurs as consecutive tokens of the text: ``"Asian-American"``,
       ``"asian american"`` and ``"ASIAN AMERICAN"`` are the same keyword; ``"asian"`` does not
@@ -482,8 +487,7 @@ class KeywordGroupExtractor(GroupExtractor):
             self._build_index()
         first, index, template = self._first, self._index, self._template
         for text in texts:
-            # keyword_tokens(text); ASCII text split without the regular expression (the same words)
-            toks = ascii_words(text) if text.isascii() else _WORD_RE.findall(text.lower())
+            toks = keyword_tokens(text)
             hits = first.intersection(toks)
             if not hits:
                 out.append(dict(template))

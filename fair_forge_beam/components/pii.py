@@ -25,6 +25,13 @@ quantifiers, so matching is linear in the text length (a test times a 100 kB adv
 string); candidates are then checked in Python (checksums, ranges). Text is treated as a
 sequence of code points: lone surrogates and other broken Unicode are matched like any other
 non-ASCII character (never raise), and only ASCII digits and letters count (``re.ASCII``).
+
+Both detectors read the text every word-reading scorer reads
+(:func:`fair_forge_beam.components.text.reading_text`: invisible characters removed, NFKC), so
+``john\u200b@example.com``, ``4111\u200b1111\u200b1111\u200b1111``, ``123\u00ad-45-6789`` and
+full-width digits are found as their visible text reads (trial49c B2: none was). A span's offsets are
+offsets into the original text (:class:`~fair_forge_beam.components.text.TextOrigin`): it covers the
+characters removed inside it, and its ``text`` is the original's ``text[start:end]``.
 """
 from __future__ import annotations
 
@@ -35,6 +42,7 @@ from abc import ABC, abstractmethod
 from typing import NamedTuple, Optional
 
 from fair_forge_beam.components.shared_resources import Transient
+from fair_forge_beam.components.text import reading_text_origin
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.arguments import checks_arguments
 
@@ -156,6 +164,11 @@ class PatternDetector(PIIDetector):
     def predict(self, text: str) -> list:
         if not isinstance(text, str) or not text:
             return []
+        return in_original(text, self._find)
+
+    @staticmethod
+    def _find(text: str) -> list:
+        """The spans of ``text`` as it is (the reading text, :meth:`predict`)."""
         found: list = []
         starts: list = []  # accepted non-overlapping [start, end) ranges, sorted: drop lower-precedence overlaps
         ends: list = []
@@ -232,6 +245,22 @@ class PatternDetector(PIIDetector):
         return found
 
 
+def in_original(text: str, find) -> list:
+    """``find(reading)``'s :class:`PIISpan`\\ s of ``text``'s reading text
+    (:func:`~fair_forge_beam.components.text.reading_text_origin`), as offsets into ``text`` with
+    ``text[start:end]`` as their ``text``, sorted by ``(start, end, label)``. ``text`` that is its own
+    reading text (every ASCII text) is ``find(text)`` itself."""
+    reading, origin = reading_text_origin(text)
+    if origin is None:
+        return find(text)
+    out = []
+    for sp in find(reading):
+        start, end = origin.span(sp.start, sp.end)
+        out.append(sp._replace(start=start, end=end, text=text[start:end]))
+    out.sort(key=lambda sp: (sp.start, sp.end, sp.label))
+    return out
+
+
 def _ipv6(s: str) -> bool:
     try:
         ipaddress.IPv6Address(s)
@@ -288,6 +317,9 @@ class PresidioDetector(Transient, PIIDetector):
 
     def predict(self, text: str) -> list:
         self.setup()
+        return in_original(text, self._analyze)
+
+    def _analyze(self, text: str) -> list:
         out = []
         for r in self._engine.analyze(text=text, language=self.language):
             label = PRESIDIO_TO_CLASS.get(r.entity_type)

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fair_forge_beam.blank import is_blank
 from fair_forge_beam.components.embedder import check_texts
 from fair_forge_beam.components.shared_resources import Transient
+from fair_forge_beam.components.text import reading_text
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.arguments import checks_arguments
 
@@ -134,6 +135,11 @@ class VaderSentimentAnalyzer(Transient, SentimentAnalyzer):
     ``confidence`` is ``None`` (VADER has no calibrated confidence). A text that is empty or
     only whitespace scores ``0.0`` (neutral) without calling VADER.
 
+    VADER reads the text every word-reading scorer reads
+    (:func:`~fair_forge_beam.components.text.reading_text`: invisible characters removed, NFKC,
+    case kept — VADER intensifies ``"HATE"``): ``"I ha\\u200bte you"`` and ``"I ＨＡＴＥ you"`` score
+    as ``"I hate you"`` and ``"I HATE you"`` (trial49c B2: 0.0, neutral).
+
     VADER's negation and idiom checks are given only the words around the scored word (see
     :func:`_windowed_vader`): the same compound, bit for bit, in time linear in the text length
     (vaderSentiment 3.3.2's own analyzer is quadratic).
@@ -192,7 +198,7 @@ class VaderSentimentAnalyzer(Transient, SentimentAnalyzer):
             return SentimentScore(score=0.0, label="neutral")
         if self._analyzer is None:
             self.setup()
-        compound = float(self._analyzer.polarity_scores(text)["compound"])
+        compound = float(self._analyzer.polarity_scores(reading_text(text))["compound"])
         if not math.isfinite(compound):  # pragma: no cover - VADER's normalisation is bounded
             compound = 0.0
         compound = min(1.0, max(-1.0, compound))

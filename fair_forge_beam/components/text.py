@@ -34,13 +34,15 @@ the lower-cased text, split by one byte translation (about 4× faster than the r
 """
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from typing import Iterator, Optional
 
-from fair_forge_beam.blank import without_invisible
+from fair_forge_beam.blank import is_invisible_char, without_invisible
 
-__all__ = ["ELISION_LANGUAGES", "TOKEN_PIECE_CHARS", "ascii_words", "normalize_text", "token_pieces", "tokenize"]
+__all__ = ["ELISION_LANGUAGES", "TOKEN_PIECE_CHARS", "TextOrigin", "ascii_words", "normalize_text", "reading_text",
+           "reading_text_origin", "token_pieces", "tokenize"]
 
 #: Canonical language names (see :func:`fair_forge_beam.schemas.languages.normalize_language`)
 #: in which an apostrophe marks elision between two words rather than a contraction.
@@ -55,15 +57,133 @@ _WORD_ELISION = re.compile(r"\w+")
 _ASCII_WORD_BYTES = bytes(c if c < 128 and (chr(c).isalnum() or c == 0x5F) else 0x20 for c in range(256))
 
 
+def reading_text(text: str) -> str:
+    """The text every scorer that reads an answer's words reads: ``text`` with every invisible
+    character removed (:func:`fair_forge_beam.blank.without_invisible`, before and after NFKC) and
+    folded by Unicode NFKC (``"ＨＡＴＥ"`` → ``"HATE"``, ``"ﬁ"`` → ``"fi"``, ``"…"`` → ``"..."``,
+    ``"e\u0301"`` → ``"é"``); case and apostrophes kept (VADER reads ``"HATE"`` as intensified).
+    The lexicon tokeniser (:func:`normalize_text`), the keyword group extractor, VADER, the
+    toxicity classifier, the PII detectors, the hashing embedder and the keyword constraint all read
+    it, so ``"wo\u200bman"``, ``"wo\u034fman"`` and ``"ｗｏｍａｎ"`` are ``"woman"`` to every one of
+    them (trial49c B2: only the lexicons read it; the others saw two words, or none).
+
+    An ASCII text is returned as it is (no invisible character or compatibility form is ASCII), and
+    so is any text with neither: their scores are what they were, bit for bit. A detector that
+    reports character offsets maps them back with :func:`reading_text_origin`."""
+    if text.isascii():
+        return text
+    return without_invisible(unicodedata.normalize("NFKC", without_invisible(text)))
+
+
 def normalize_text(text: Optional[str]) -> str:
-    """NFKC, invisible format characters removed, typographic apostrophes as ``'``, lower case
-    (see the module docstring). ``None`` → ``""``."""
+    """:func:`reading_text`, typographic apostrophes as ``'``, lower case (see the module
+    docstring). ``None`` → ``""``."""
     if not text:
         return ""
     if text.isascii():  # no format character, typographic apostrophe nor compatibility form: NFKC is the identity
         return text.lower()
-    return without_invisible(unicodedata.normalize("NFKC", without_invisible(text).translate(_APOSTROPHES))
-                             ).translate(_APOSTROPHES).lower()
+    return reading_text(text).translate(_APOSTROPHES).lower()
+
+
+class TextOrigin:
+    """Where each character of a :func:`reading_text` came from in the original text: the reading
+    text is cut into pieces, each the NFKC of one run of original characters (a letter and its
+    combining marks, a compatibility character, and the invisible characters inside such a run) or a
+    run of characters copied one to one (ASCII, full-width letters: one character each).
+
+    :meth:`span` maps ``[start, end)`` of the reading text to the original: a span found across a
+    removed character covers it, and one that starts or ends inside a piece of several characters
+    (the ``"i"`` of ``"ﬁ"``) covers that piece whole. Invisible characters just outside a span stay
+    outside it."""
+
+    __slots__ = ("_n_starts", "_pieces")
+
+    def __init__(self, pieces: list):
+        #: (reading start, reading end, original start, original end, one to one?) in reading order
+        self._pieces = pieces
+        self._n_starts = [p[0] for p in pieces]
+
+    def _piece(self, i: int) -> tuple:
+        return self._pieces[bisect.bisect_right(self._n_starts, i) - 1]
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The original ``[start, end)`` of the reading text's ``[start, end)`` (``start < end``)."""
+        n0, _, o0, o1, linear = self._piece(start)
+        ostart = o0 + (start - n0) if linear else o0
+        n0, _, o0, o1, linear = self._piece(end - 1)
+        oend = o0 + (end - n0) if linear else o1
+        return ostart, oend
+
+
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
+
+
+def _nfkc_clusters(text: str, start: int, stop: int) -> Iterator[tuple[int, int, str]]:
+    """``(original start, original end, reading text)`` of consecutive runs of ``text[start:stop]``
+    whose :func:`reading_text` is the concatenation of theirs. A run ends before a starter (canonical
+    combining class 0) whose NFKC begins with a starter and that does not compose with the run
+    (NFKC of the run and it is NFKC of each, concatenated): nothing after it can then reach back
+    into the run. Invisible characters are dropped from the run that holds them."""
+    seg, s0, s1 = "", start, start
+    nfkc = unicodedata.normalize
+    for i in range(start, stop):
+        c = text[i]
+        if is_invisible_char(c):
+            continue
+        if seg and not unicodedata.combining(c):
+            nc = nfkc("NFKC", c)
+            if nc and not unicodedata.combining(nc[0]):
+                done = nfkc("NFKC", seg)
+                if nfkc("NFKC", seg + c) == done + nc:
+                    yield s0, s1, without_invisible(done)
+                    seg = ""
+        if not seg:
+            s0 = i
+        seg += c
+        s1 = i + 1
+    if seg:
+        yield s0, s1, without_invisible(nfkc("NFKC", seg))
+
+
+def reading_text_origin(text: str) -> tuple[str, Optional[TextOrigin]]:
+    """:func:`reading_text` ``(text)`` and its :class:`TextOrigin`, or ``None`` when the reading
+    text is ``text`` itself (offsets into one are offsets into the other). Work in Python is spent
+    only on the non-ASCII characters of a text that has an invisible or compatibility character (and
+    the ASCII character before each non-ASCII run, which a combining mark may join)."""
+    reading = reading_text(text)
+    if reading == text:
+        return text, None
+    pieces: list = []
+    parts: list = []
+    n = 0
+
+    def add(o0: int, o1: int, out: str) -> None:
+        nonlocal n
+        if not out:
+            return
+        # one to one: copied ASCII, or one character read as one (a run of several may be reordered by NFKC)
+        linear = len(out) == o1 - o0 and (o1 - o0 == 1 or out.isascii())
+        last = pieces[-1] if pieces else None
+        if linear and last is not None and last[4] and last[1] == n and last[3] == o0:
+            pieces[-1] = (last[0], n + len(out), last[2], o1, True)
+        else:
+            pieces.append((n, n + len(out), o0, o1, linear))
+        parts.append(out)
+        n += len(out)
+
+    pos = 0
+    for m in _NON_ASCII_RUN.finditer(text):
+        s = m.start() - 1 if m.start() > pos else m.start()  # the ASCII character a mark may combine with
+        if s > pos:
+            add(pos, s, text[pos:s])
+        for o0, o1, out in _nfkc_clusters(text, s, m.end()):
+            add(o0, o1, out)
+        pos = m.end()
+    if pos < len(text):
+        add(pos, len(text), text[pos:])
+    if "".join(parts) != reading:  # pragma: no cover - the runs are cut where NFKC cannot reach across
+        return reading, TextOrigin([(0, len(reading), 0, len(text), False)])
+    return reading, TextOrigin(pieces)
 
 
 def tokenize(text: Optional[str], language: Optional[str] = None) -> list[str]:

@@ -25,6 +25,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Optional, Sequence
 
 from fair_forge_beam.components.shared_resources import Transient
+from fair_forge_beam.components.text import reading_text
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.languages import normalize_language
 from fair_forge_beam.arguments import checks_arguments
@@ -88,6 +89,11 @@ class ProfanityCheckClassifier(Transient, ToxicityClassifier):
     model is trained with the same scikit-learn version it pins (1.9.1 here), so the pickles
     load without a version warning. English only.
 
+    The model reads the text every word-reading scorer reads
+    (:func:`~fair_forge_beam.components.text.reading_text`: invisible characters removed, NFKC):
+    ``"you are a fu\\u200bcking idi\\u200bot"`` and its full-width spelling score as the plain words
+    (trial49c B2: 0.726 and 0.036 where the plain text scores 1.0).
+
     Args:
         threshold: toxic when the calibrated probability is ``>= threshold`` (default 0.5, the
             model's decision point; not tuned on the validation data).
@@ -135,7 +141,8 @@ class ProfanityCheckClassifier(Transient, ToxicityClassifier):
         if not texts:
             return []
         self.setup()
-        return [float(p) for p in self._model.predict_proba(self._vectorizer.transform(texts))[:, 1]]
+        rows = self._vectorizer.transform([reading_text(t) for t in texts])
+        return [float(p) for p in self._model.predict_proba(rows)[:, 1]]
 
     _transient = ("_vectorizer", "_model")  # workers load the package's files in setup()
 
