@@ -18,7 +18,7 @@ from typing import Optional
 
 import regex
 
-__all__ = ["is_blank", "is_blank_char", "is_blank_line", "is_invisible_char", "damage_char", "blank_text_reason",
+__all__ = ["INVISIBLE_CLASS", "is_blank", "is_blank_char", "is_blank_line", "is_invisible_char", "damage_char", "blank_text_reason",
            "unreadable_text_reason"]
 
 #: what shows as nothing between two visible characters: Unicode's ``Default_Ignorable_Code_Point``
@@ -29,6 +29,9 @@ __all__ = ["is_blank", "is_blank_char", "is_blank_line", "is_invisible_char", "d
 #: has no such property) — not a hand-kept list (trial30 T1: U+17B4, U+17B5, U+2065, U+FFF0-FFF8
 #: were missing)
 _INVISIBLE = r"\p{Default_Ignorable_Code_Point}\p{Cf}"
+#: :data:`_INVISIBLE`, for another ``regex`` character class that must name the same characters
+#: (:func:`fair_forge_beam.components.text.reading_text_origin`)
+INVISIBLE_CLASS = _INVISIBLE
 _INVISIBLE_CHAR = regex.compile(f"[{_INVISIBLE}]")
 #: one character that shows as nothing: an invisible one, ``White_Space``, and this package's own
 #: decisions: every separator and control character (categories Zs, Zl, Zp, Cc: ``"\x00"`` is no
