@@ -30,7 +30,7 @@ Both detectors read the text every word-reading scorer reads
 (:func:`fair_forge_beam.components.text.reading_text`: invisible characters removed, NFKC), so
 ``john\u200b@example.com``, ``4111\u200b1111\u200b1111\u200b1111``, ``123\u00ad-45-6789`` and
 full-width digits are found as their visible text reads (trial49c B2: none was). A span's offsets are
-offsets into the original text (:class:`~fair_forge_beam.components.text.TextOrigin`): it covers the
+offsets into the original text (:class:`~fair_forge_beam.components.text._TextOrigin`): it covers the
 characters removed inside it, and its ``text`` is the original's ``text[start:end]``.
 """
 from __future__ import annotations

@@ -43,7 +43,7 @@ import regex
 
 from fair_forge_beam.blank import INVISIBLE_CLASS, is_invisible_char, without_invisible
 
-__all__ = ["ELISION_LANGUAGES", "TOKEN_PIECE_CHARS", "TextOrigin", "ascii_words", "normalize_text", "reading_text",
+__all__ = ["ELISION_LANGUAGES", "TOKEN_PIECE_CHARS", "ascii_words", "normalize_text", "reading_text",
            "reading_text_origin", "token_pieces", "tokenize"]
 
 #: Canonical language names (see :func:`fair_forge_beam.schemas.languages.normalize_language`)
@@ -87,7 +87,7 @@ def normalize_text(text: Optional[str]) -> str:
     return reading_text(text).translate(_APOSTROPHES).lower()
 
 
-class TextOrigin:
+class _TextOrigin:
     """Where each character of a :func:`reading_text` came from in the original text: the reading
     text is cut into pieces, each the NFKC of one run of original characters (a letter and its
     combining marks, a compatibility character, and the invisible characters inside such a run) or a
@@ -152,8 +152,8 @@ def _nfkc_clusters(text: str, start: int, stop: int) -> Iterator[tuple[int, int,
         yield s0, s1, without_invisible(nfkc("NFKC", seg))
 
 
-def reading_text_origin(text: str) -> tuple[str, Optional[TextOrigin]]:
-    """:func:`reading_text` ``(text)`` and its :class:`TextOrigin`, or ``None`` when the reading
+def reading_text_origin(text: str) -> tuple[str, Optional[_TextOrigin]]:
+    """:func:`reading_text` ``(text)`` and its :class:`_TextOrigin`, or ``None`` when the reading
     text is ``text`` itself (offsets into one are offsets into the other). Work in Python is spent
     only on the characters that are not their own reading text (:data:`_UNSTABLE_RUN`), and on the
     character before each run of them, which a combining mark may join: 1 MB of Chinese or of
@@ -191,8 +191,8 @@ def reading_text_origin(text: str) -> tuple[str, Optional[TextOrigin]]:
     if pos < len(text):
         add(pos, len(text), text[pos:], copied=True)
     if "".join(parts) != reading:  # pragma: no cover - the runs are cut where NFKC cannot reach across
-        return reading, TextOrigin([(0, len(reading), 0, len(text), False)])
-    return reading, TextOrigin(pieces)
+        return reading, _TextOrigin([(0, len(reading), 0, len(text), False)])
+    return reading, _TextOrigin(pieces)
 
 
 def tokenize(text: Optional[str], language: Optional[str] = None) -> list[str]:
