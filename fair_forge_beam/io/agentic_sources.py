@@ -89,7 +89,6 @@ if __name__ == "__main__":  # the command is the process: a Ctrl-C while it stil
 
 import ast
 import json
-import math
 import os
 import sys
 from typing import Any, NamedTuple, Optional, Sequence, Union
@@ -100,6 +99,7 @@ from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import json_kind, plain_reason
+from fair_forge_beam.schemas.agent_benchmarks import BfclAnswer, BfclQuestion, BfclResult, TauRecord, validated
 
 __all__ = [
     "tau_bench_sessions",
@@ -225,165 +225,50 @@ def _arguments(text: Any) -> dict:
     return value if isinstance(value, dict) else {"__unparsed_arguments__": text}
 
 
-_TAU_ROLES = ("system", "user", "assistant", "tool")
-
-
-_ABSENT = object()  # a field the record does not give (said "missing", not "null")
-
-
-def _kind(value: Any) -> str:
-    """What a record's value is, for a reason: ``missing``, ``null``, ``a number (1.5)``, ``text``…"""
-    if value is _ABSENT:
-        return "missing"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"{json_kind(value)} ({quoted(value, 40)})"
-    return json_kind(value)
-
-
-def _text(obj: dict, key: str, path: str, what: str, nullable: bool = False, blank: bool = True) -> Optional[str]:
-    """The text at ``obj[key]`` (``path`` in the record), never another value made text: a value that is
-    not text (``None`` too, unless ``nullable``; a blank one when not ``blank``) raises ``TypeError``
-    naming the path, what it is, and what the loader maps it to (``what``)."""
-    value = obj.get(key, _ABSENT)
-    if nullable and value in (None, _ABSENT):
-        return None
-    if isinstance(value, str) and (blank or not is_blank(value)):
-        return value
-    kind = "blank text" if isinstance(value, str) else _kind(value)
-    raise TypeError(f"{path} is {kind}, not {'non-blank ' if not blank else ''}text ({what})")
-
-
-def _list(obj: dict, key: str, path: str, what: str) -> list:
-    """The list at ``obj[key]``, ``[]`` when the record gives none (absent or null); any other value
-    raises ``TypeError`` naming ``path`` (never read as a list of one)."""
-    value = obj.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise TypeError(f"{path} is {_kind(value)}, not {what}")
-    return value
-
-
-def _tau_id(rec: dict, field: str) -> Union[int, str]:
-    value = rec.get(field, _ABSENT)
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, str) and is_blank(value)):
-        kind = "blank text" if isinstance(value, str) else _kind(value)
-        raise TypeError(f"{field} is {kind}: the session id is built from task_id and trial (an integer or non-blank text)")
-    return value
-
-
-def _tau_reward(rec: dict) -> Any:
-    """The trajectory's ``reward`` (the label of ``--agentic-correctness label``): a number, true or
-    false, or ``None`` when the record gives none (no label: the metric says so). Raises ``TypeError``
-    for any other value (text is never read as a number)."""
-    value = rec.get("reward")
-    if value is None or isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(value)):
-        return value
-    raise TypeError(f"reward is {_kind(value)}, not a finite number or true/false (the trajectory's reward, its label)")
-
-
-def _tau_actions(rec: dict) -> Optional[list]:
-    """The expected tools of ``info.task.actions``, or ``None`` when the record gives no actions (no
-    expectation: tool correctness is not applicable, never an empty list that an empty trace matches).
-    Raises ``TypeError`` for an action that cannot be read as a call: never left out."""
-    info = rec.get("info")
-    if info is None:
-        return None
-    if not isinstance(info, dict):
-        raise TypeError(f"info must be an object, got {json_kind(info)}")
-    task = info.get("task")
-    if task is None:
-        return None
-    if not isinstance(task, dict):
-        raise TypeError(f"info.task must be an object, got {json_kind(task)}")
-    actions = task.get("actions")
-    if actions is None:
-        return None
-    if not isinstance(actions, list):
-        raise TypeError(f"info.task.actions must be a list, got {json_kind(actions)}")
-    expected = []
-    for i, a in enumerate(actions):
-        if not isinstance(a, dict):
-            raise TypeError(f"info.task.actions[{i}] is {json_kind(a)}, not an action object ({{name, kwargs}})")
-        if not isinstance(a.get("kwargs"), dict):
-            raise TypeError(f"info.task.actions[{i}].kwargs is {_kind(a.get('kwargs', _ABSENT))}, not an object of arguments")
-        name = _text(a, "name", f"info.task.actions[{i}].name", "the expected tool's name", blank=False)
-        expected.append({"tool_name": name, "parameters": a["kwargs"], "step": i + 1})
-    return expected
-
-
-def _tau_session(rec: dict, assistant_id: str) -> dict:
-    """One τ-bench record → a session. Raises ``TypeError`` or ``ValueError`` for a record that cannot
-    be mapped whole (the caller's dead letter, with the record): no task_id or trial, no trajectory or
-    no user message in it, a message that is not an object or has another role than system, user,
-    assistant or tool, a system message after the first user message, an assistant or tool message
-    before it (it belongs to no turn), a tool result no call awaits, an action that is not an object,
-    and any mapped field that is not of its type (:func:`_text`: a query, answer, context, result,
-    tool name or call id that is not text; :func:`_tau_reward`), named by its path in the record."""
-    task_id, trial = _tau_id(rec, "task_id"), _tau_id(rec, "trial")
-    session_id = f"tau_bench-task{task_id}-trial{trial}"
-    traj = rec.get("traj")
-    if not isinstance(traj, list):
-        raise TypeError(f"traj must be a list of messages, got {json_kind(traj)}")
+def _tau_session(rec: TauRecord, assistant_id: str) -> dict:
+    """One τ-bench record (validated: every field of its type) → a session. Raises ``ValueError`` for a
+    record that cannot be mapped whole (the caller's dead letter, with the record): no user message in
+    the trajectory, a system message after the first user message, an assistant or tool message before
+    it (it belongs to no turn), a tool result no call awaits."""
+    session_id = f"tau_bench-task{rec.task_id}-trial{rec.trial}"
     context = None
     pending: dict = {}  # call id -> calls still waiting for their result (ids repeat inside a trajectory)
     turns: list[dict] = []
-    for n, m in enumerate(traj):
-        if not isinstance(m, dict):
-            raise TypeError(f"traj[{n}] is {json_kind(m)}, not a message object")
-        role = m.get("role")
-        if role not in _TAU_ROLES:
-            raise ValueError(f"traj[{n}] has role {quoted(role)}, not one of {', '.join(_TAU_ROLES)}")
+    for n, m in enumerate(rec.traj):
         where = f"traj[{n}]"
-        if role == "system":
+        if m.role == "system":
             if turns or context is not None:
                 raise ValueError(f"{where} is a system message after the first {'user' if turns else 'system'} message")
-            context = _text(m, "content", f"{where}.content", "the session's context")
+            context = m.content
             continue
-        if role == "user":
-            query = _text(m, "content", f"{where}.content", "the turn's query")
-            turns.append({"query": query, "tools": [], "answer": "", "answer_pos": -1, "last_tool": -1, "pos": 0})
+        if m.role == "user":
+            turns.append({"query": m.content, "tools": [], "answer": "", "answer_pos": -1, "last_tool": -1, "pos": 0})
             continue
         if not turns:
-            raise ValueError(f"{where} is an {role} message before the first user message: it belongs to no turn")
+            raise ValueError(f"{where} is an {m.role} message before the first user message: it belongs to no turn")
         t = turns[-1]
         t["pos"] += 1
-        if role == "assistant":
-            answer = _text(m, "content", f"{where}.content", "the assistant's answer, or null beside tool calls",
-                           nullable=True)
-            for c, call in enumerate(_list(m, "tool_calls", f"{where}.tool_calls", "a list of tool calls")):
-                at = f"{where}.tool_calls[{c}]"
-                if not isinstance(call, dict):
-                    raise TypeError(f"{at} is {_kind(call)}, not a tool call object ({{id, function}})")
-                fn = call.get("function", _ABSENT)
-                if not isinstance(fn, dict):
-                    raise TypeError(f"{at}.function is {_kind(fn)}, not an object ({{name, arguments}})")
-                name = _text(fn, "name", f"{at}.function.name", "the tool's name", blank=False)
-                arguments = fn.get("arguments", _ABSENT)
-                if not isinstance(arguments, (str, dict)):
-                    raise TypeError(f"{at}.function.arguments is {_kind(arguments)}, not the call's arguments (JSON "
-                                    "text or an object)")
-                call_id = _text(call, "id", f"{at}.id", "the id its tool result names", nullable=True)
-                entry = {"tool_name": name, "parameters": _arguments(arguments), "result": None,
-                         "step": len(t["tools"]) + 1}
+        if m.role == "assistant":
+            for call in m.tool_calls or ():
+                entry = {"tool_name": call.function.name, "parameters": _arguments(call.function.arguments),
+                         "result": None, "step": len(t["tools"]) + 1}
                 t["tools"].append(entry)
-                if call_id is not None:  # a call without an id: no tool result can name it
-                    pending.setdefault(call_id, []).append(entry)
-            if answer:
-                t["answer"], t["answer_pos"] = answer, t["pos"]
+                if call.id is not None:  # a call without an id: no tool result can name it
+                    pending.setdefault(call.id, []).append(entry)
+            if m.content:
+                t["answer"], t["answer_pos"] = m.content, t["pos"]
         else:  # a tool result
-            call_id = _text(m, "tool_call_id", f"{where}.tool_call_id", "the id of the call it answers")
-            result = _text(m, "content", f"{where}.content", "the tool's result")
             t["last_tool"] = t["pos"]
-            waiting = pending.get(call_id) or []
+            waiting = pending.get(m.tool_call_id) or []
             if not waiting:
-                raise ValueError(f"{where} is the result of tool call {quoted(call_id)}, which no earlier "
+                raise ValueError(f"{where} is the result of tool call {quoted(m.tool_call_id)}, which no earlier "
                                  "call awaits")
-            waiting.pop(0)["result"] = result
+            waiting.pop(0)["result"] = m.content
     if not turns:
         raise ValueError("traj has no user message: no turn to score")
-    expected = _tau_actions(rec)
-    reward = _tau_reward(rec)
+    task = rec.info.task if rec.info is not None else None
+    expected = None if task is None or task.actions is None else [  # no actions: no expectation, never []
+        {"tool_name": a.name, "parameters": a.kwargs, "step": i + 1} for i, a in enumerate(task.actions)]
     context = "" if context is None else context  # no system message: no context
     conversation = []
     for i, t in enumerate(turns):
@@ -393,9 +278,9 @@ def _tau_session(rec: dict, assistant_id: str) -> dict:
             "assistant": t["answer"],
             "ground_truth_assistant": None,
             "agentic": {
-                "task_id": None if task_id is None else str(task_id),
-                "trial": trial,
-                "reward": reward,
+                "task_id": str(rec.task_id),
+                "trial": rec.trial,
+                "reward": rec.reward,
                 "tools_used": t["tools"],
                 "final_answer_uses_tools": bool(t["tools"]) and t["answer_pos"] > t["last_tool"],
             },
@@ -412,9 +297,9 @@ def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt
     """Sessions (dicts of our schema) of τ-bench trajectory files (globs; ``.gz`` allowed), in
     file then record order. A record that is not an object is returned as is (the reader
     dead-letters it); an unreadable file or line (truncated, not UTF-8, invalid JSON, empty)
-    and a record that cannot be mapped whole (:func:`_tau_session`; a task and trial given by an
-    earlier record) are returned as :class:`~fair_forge_beam.io.read.ReadError` (a dead letter
-    naming the file and record, with the record as ``raw``).
+    and a record that cannot be mapped whole (a field :class:`~fair_forge_beam.schemas.agent_benchmarks.TauRecord`
+    refuses, :func:`_tau_session`'s checks, a task and trial given by an earlier record) are returned as
+    :class:`~fair_forge_beam.io.read.ReadError` (a dead letter naming the file and record, with the record as ``raw``).
     Raises ``ValueError`` for a pattern matching no file."""
     out = []
     seen: dict = {}  # session id -> (file, record) of the trajectory that made it
@@ -424,13 +309,14 @@ def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt
                 out.append(rec)
                 continue
             try:
-                session = _tau_session(rec, assistant_id)
+                tau = validated(TauRecord, rec)
+                session = _tau_session(tau, assistant_id)
                 first = seen.setdefault(session["session_id"], (f, i))
                 if first != (f, i):  # a second trajectory of one task and trial: never merged into the first's session
-                    raise ValueError(f"task_id {quoted(str(rec['task_id']))} and trial {quoted(str(rec['trial']))} repeat "
+                    raise ValueError(f"task_id {quoted(str(tau.task_id))} and trial {quoted(str(tau.trial))} repeat "
                                      f"those of {_where(first, f)}: a second trajectory of the same task and trial")
                 out.append(session)
-            except (AttributeError, TypeError, ValueError) as exc:
+            except ValueError as exc:
                 out.append(_record_error("τ-bench", f, i, rec, exc))
     return out
 
@@ -539,7 +425,8 @@ def bfcl_sessions(
         max_record_bytes: the largest record read from any of the files (:func:`_file_records`).
 
     Unreadable files and lines (truncated, not UTF-8, invalid JSON), questions that cannot be
-    mapped whole (:func:`_bfcl_session`; an id given by an earlier question) and the answer and
+    mapped whole (a field :class:`~fair_forge_beam.schemas.agent_benchmarks.BfclQuestion` refuses,
+    :func:`_bfcl_session`'s checks, an id given by an earlier question) and the answer and
     result files' records without an id or repeating one (:func:`_by_id`) are returned as
     :class:`~fair_forge_beam.io.read.ReadError` (dead letters, with the record as ``raw``); a
     question whose ground truth is missing gets no ``expected_tools``.
@@ -550,62 +437,65 @@ def bfcl_sessions(
     seen: dict = {}  # question id -> (file, record) of the question that made its session
     for f in _expand(path):
         folder, name = os.path.split(f)
-        truth = _by_id(_bfcl_answer_file(f, answers_path), "ground_truth", "answer", max_record_bytes, out)
+        truth = _by_id(_bfcl_answer_file(f, answers_path), BfclAnswer, "answer", max_record_bytes, out)
         signatures = _signatures(folder)
         if tools_used in ("ground_truth", "none"):
             results, assistant_id = None, tools_used
         else:
-            results = _by_id(tools_used, "result", "result", max_record_bytes, out)
+            results = _by_id(tools_used, BfclResult, "result", max_record_bytes, out)
             assistant_id = os.path.splitext(os.path.basename(tools_used))[0]
         for n, rec in enumerate(_file_records(f, max_record_bytes)):
             if not isinstance(rec, dict):
                 out.append(rec)
                 continue
             try:
-                if "id" not in rec:
-                    raise ValueError("no id")
-                session = _bfcl_session(rec, truth, results, tools_used, assistant_id, signatures)
-                first = seen.setdefault(rec["id"], (f, n))
+                question = validated(BfclQuestion, rec)
+                session = _bfcl_session(question, truth, results, tools_used, assistant_id, signatures)
+                first = seen.setdefault(question.id, (f, n))
                 if first != (f, n):  # never merged into the first question's session
-                    raise ValueError(f"id {quoted(str(rec['id']))} repeats that of question {_where(first, f)}")
+                    raise ValueError(f"id {quoted(str(question.id))} repeats that of question {_where(first, f)}")
                 out.append(session)
-            except (AttributeError, TypeError, ValueError) as exc:
+            except ValueError as exc:
                 out.append(_record_error("BFCL", f, n, rec, exc))
     return out
 
 
 class _Entries(NamedTuple):
-    """An answer or result file's entries by id: ``values`` (the first record's field), ``records``
-    (``([record numbers], [the repeats' values])`` of each id) and the file."""
+    """An answer or result file's records by id: ``first`` (the first record of each id), ``records``
+    (``([record numbers], [the repeats' turns])`` of each id), the file and the records' model."""
 
-    values: dict
+    first: dict
     records: dict
     path: str
+    model: type
 
-    def problem(self, key: Any, what: str) -> Optional[str]:
-        """Why the id ``key`` has no one entry here, or ``None``: none at all, or several that differ."""
-        if key not in self.values:
-            return f"no {what} for it in {self.path}"
+    def turns(self, key: Any, sid: str) -> Optional[list]:
+        """The turns (lists of calls) the file gives the id ``key``, ``None`` when it gives none. Raises
+        ``ValueError`` when the file gives it several that differ, or turns its model refuses."""
+        if key not in self.first:
+            return None
+        field = self.model.TURNS
         nums, repeats = self.records[key]
-        if not all(_same(r, self.values[key]) for r in repeats):
-            return (f"{self.path} gives it {len(nums)} different {what}s (records {', '.join(str(i) for i in nums)}): "
-                    "which one holds is not known")
-        return None
+        if not all(_same(r, self.first[key].get(field)) for r in repeats):
+            raise ValueError(f"{self.path} gives it {len(nums)} different {field.replace('_', ' ')}s (records "
+                             f"{', '.join(str(i) for i in nums)}): which one holds is not known")
+        return getattr(validated(self.model, self.first[key], f" of {quoted(sid)}"), field)
 
 
 def _same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
-def _by_id(path: str, field: str, what: str, max_record_bytes: Optional[int], out: list) -> _Entries:
-    """The ``field`` of each id of a BFCL answer or result file. What is not one entry is a dead letter
-    in ``out``, with its record: an unreadable file or line, a record that is not an object or has no
-    id (a string or an integer), and each repeat of an id (the first record's value stands when every
-    repeat holds the same; when they differ, the id's question is a dead letter too: :meth:`_Entries.problem`)."""
+def _by_id(path: str, model: type, what: str, max_record_bytes: Optional[int], out: list) -> _Entries:
+    """The records of each id of a BFCL answer (``model`` :class:`BfclAnswer`) or result file (:class:`BfclResult`).
+    What is not one entry is a dead letter in ``out``, with its record: an unreadable file or line, a record that
+    is not an object or has no id (a string or an integer), and each repeat of an id (the first record stands when
+    every repeat holds the same; when they differ, the id's question is a dead letter too: :meth:`_Entries.turns`)."""
     from fair_forge_beam.io.read import ReadError
 
-    values: dict = {}
-    records: dict = {}  # id -> ([record numbers], [the repeats' values])
+    field = model.TURNS
+    first: dict = {}
+    records: dict = {}  # id -> ([record numbers], [the repeats' turns])
     for i, r in enumerate(_file_records(path, max_record_bytes)):
         if isinstance(r, ReadError):  # an unreadable line or file: its question gets no ground truth
             out.append(r)
@@ -615,9 +505,9 @@ def _by_id(path: str, field: str, what: str, max_record_bytes: Optional[int], ou
             why = "not an object" if not isinstance(r, dict) else ("no id" if key is None else f"its id is {json_kind(key)}")
             out.append(ReadError(f"{path}: {what} record {i} is not used ({why}; an id is a string or an integer)", _raw(r)))
             continue
-        if key in values:
+        if key in first:
             nums, repeats = records[key]
-            same = _same(r.get(field), values[key])
+            same = _same(r.get(field), first[key].get(field))
             out.append(ReadError(
                 f"{path}: {what} record {i} repeats id {quoted(str(key))} of record {nums[0]} "
                 + (f"with the same {field}: read once" if same else
@@ -625,93 +515,35 @@ def _by_id(path: str, field: str, what: str, max_record_bytes: Optional[int], ou
             nums.append(i)
             repeats.append(r.get(field))
             continue
-        values[key] = r.get(field)
+        first[key] = r
         records[key] = ([i], [])
-    return _Entries(values, records, path)
+    return _Entries(first, records, path, model)
 
 
-def _bfcl_question(rec: dict) -> tuple[list, list]:
-    """``(question, involved_classes)`` of a BFCL question record, each field checked before it is
-    mapped. Raises ``TypeError`` naming the field's path for what would be filled in or left out:
-    an id that is not an integer or non-blank text; a ``question`` that is not a non-empty list of
-    turns; a turn that is not a non-empty list of messages (a turn without a message has no query);
-    a message that is not an object, whose ``role`` is not ``user`` (the query is the turn's user
-    messages: another role would be left out) or whose ``content`` is not text; ``involved_classes``
-    that is neither absent nor a list of text."""
-    key = rec["id"]
-    if isinstance(key, bool) or not isinstance(key, (str, int)) or (isinstance(key, str) and is_blank(key)):
-        raise TypeError(f"id is {'blank text' if isinstance(key, str) else _kind(key)}, not an integer or non-blank text")
-    questions = rec.get("question", _ABSENT)
-    if not isinstance(questions, list) or not questions:
-        raise TypeError(f"question is {'an empty list' if questions == [] else _kind(questions)}, not a list of turns "
-                        "(one list of messages each)")
-    for i, msgs in enumerate(questions):
-        if not isinstance(msgs, list) or not msgs:
-            raise TypeError(f"question[{i}] is {'an empty list' if msgs == [] else _kind(msgs)}, not a list of the "
-                            "turn's messages (a turn without a user message has no query)")
-        for j, m in enumerate(msgs):
-            where = f"question[{i}][{j}]"
-            if not isinstance(m, dict):
-                raise TypeError(f"{where} is {_kind(m)}, not a message object ({{role, content}})")
-            role = m.get("role", _ABSENT)
-            if role != "user":
-                raise TypeError(f"{where}.role is {quoted(role) if isinstance(role, str) else _kind(role)}, not 'user' "
-                                "(the turn's query is its user messages: another role would be left out)")
-            _text(m, "content", f"{where}.content", "the turn's query")
-    classes = _list(rec, "involved_classes", "involved_classes", "a list of API class names (text)")
-    for i, c in enumerate(classes):
-        if not isinstance(c, str):
-            raise TypeError(f"involved_classes[{i}] is {_kind(c)}, not an API class name (text)")
-    return questions, classes
-
-
-def _bfcl_turns(value: list, field: str, sid: str) -> None:
-    """Each turn of a ground truth or result is a list of calls (or of steps of them); ``null`` or a
-    lone call is never read as a turn (``null`` would be one that expects, or made, no call)."""
-    for i, turn in enumerate(value):
-        if not isinstance(turn, list):
-            raise TypeError(f"{field}[{i}] of {quoted(sid)} is {_kind(turn)}, not a list of calls (one list per turn)")
-
-
-def _bfcl_session(rec: dict, truth: _Entries, results: Optional[_Entries], tools_used: str, assistant_id: str,
-                  signatures: dict) -> dict:
-    """One BFCL question record → a session. A question without a ground-truth entry gets no
-    ``expected_tools`` (tool correctness not applicable), never an empty expectation that an
-    empty trace would match perfectly. Raises ``TypeError`` for fields of the wrong type and
-    ``ValueError`` for a question that cannot be mapped whole: a ground truth (or result) whose
-    number of turns is not the question's (a turn past its end would have none), one the answer
-    (result) file gives differently in two records, a result file without the question's id."""
-    questions, classes = _bfcl_question(rec)
-    sid = str(rec["id"])
-    has_truth = rec["id"] in truth.values
-    if has_truth:
-        problem = truth.problem(rec["id"], "ground truth")
-        if problem:
-            raise ValueError(problem)
-    gt = truth.values.get(rec["id"]) if has_truth else []
-    if not isinstance(gt, list):
-        raise TypeError(f"ground_truth of {quoted(sid)} must be a list (one entry per turn), got {json_kind(gt)}")
-    if has_truth:
-        _bfcl_turns(gt, "ground_truth", sid)
-    if has_truth and len(gt) != len(questions):
-        raise ValueError(f"ground_truth of {quoted(sid)} has {len(gt)} turn(s) for its {len(questions)} question turn(s): "
+def _bfcl_session(question: BfclQuestion, truth: _Entries, results: Optional[_Entries], tools_used: str,
+                  assistant_id: str, signatures: dict) -> dict:
+    """One BFCL question (validated: every field of its type) → a session. A question without a ground-truth
+    entry gets no ``expected_tools`` (tool correctness not applicable), never an empty expectation that an
+    empty trace would match perfectly. Raises ``ValueError`` for a question that cannot be mapped whole: a
+    ground truth (or result) that is not a list of turns, each a list of calls, or whose number of turns is
+    not the question's (a turn past its end would have none), one the answer (result) file gives differently
+    in two records (:meth:`_Entries.turns`), a result file without the question's id."""
+    sid, n_turns = str(question.id), len(question.question)
+    gt = truth.turns(question.id, sid)
+    if gt is not None and len(gt) != n_turns:
+        raise ValueError(f"ground_truth of {quoted(sid)} has {len(gt)} turn(s) for its {n_turns} question turn(s): "
                          "a turn past its end would have no expectation")
     res = None
     if results is not None:
-        problem = results.problem(rec["id"], "result")
-        if problem:
-            raise ValueError(problem + " (a missing result is not an empty trace)")
-        res = results.values[rec["id"]]
-        if not isinstance(res, list):
-            raise TypeError(f"result of {quoted(sid)} must be a list (one entry per turn), got {json_kind(res)}")
-        _bfcl_turns(res, "result", sid)
-        if len(res) != len(questions):
-            raise ValueError(f"result of {quoted(sid)} has {len(res)} turn(s) for its {len(questions)} question turn(s): "
+        res = results.turns(question.id, sid)
+        if res is None:
+            raise ValueError(f"no result for it in {results.path} (a missing result is not an empty trace)")
+        if len(res) != n_turns:
+            raise ValueError(f"result of {quoted(sid)} has {len(res)} turn(s) for its {n_turns} question turn(s): "
                              "a turn past its end would have no trace")
     conversation = []
-    for i, msgs in enumerate(questions):
-        query = "\n".join(m["content"] for m in msgs)
-        expected = _calls(gt[i] if has_truth else [], signatures)
+    for i, msgs in enumerate(question.question):
+        expected = _calls(gt[i] if gt is not None else [], signatures)
         if tools_used == "ground_truth":
             used = [dict(c) for c in expected]
         elif tools_used == "none":
@@ -720,17 +552,17 @@ def _bfcl_session(rec: dict, truth: _Entries, results: Optional[_Entries], tools
             used = _calls(res[i], signatures)
         conversation.append({
             "qa_id": f"{sid}-turn{i}",
-            "query": query,
+            "query": "\n".join(m.content for m in msgs),
             "assistant": "",
             "ground_truth_assistant": None,
             "agentic": {"task_id": sid, "tools_used": used, "final_answer_uses_tools": bool(used)},
-            "ground_truth_agentic": {"expected_tools": expected, "tool_sequence_matters": True} if has_truth else {},
+            "ground_truth_agentic": {"expected_tools": expected, "tool_sequence_matters": True} if gt is not None else {},
         })
     return {
         "session_id": sid,
         "assistant_id": assistant_id,
         "language": "english",
-        "context": "BFCL multi-turn task; APIs: " + ", ".join(classes),
+        "context": "BFCL multi-turn task; APIs: " + ", ".join(question.involved_classes or ()),
         "conversation": conversation,
     }
 
