@@ -24,18 +24,14 @@ allowed): a JSON list of ``{task_id, trial, reward, info{task{actions, ...}}, tr
   applicable), never an empty list that an empty trace would match. No reference answers
   (``ground_truth_assistant`` is ``None``).
 * a record that cannot be mapped whole is a dead letter, never a session with a part left out or
-  filled in (every field is checked before it is mapped; no value is made text): a ``task_id`` or
-  ``trial`` that is not an integer or non-blank text, a second trajectory of the same task and
-  trial, a ``traj`` that is not a list or has no user message, a message that is not an object or
-  whose role is not ``system``/``user``/``assistant``/``tool``, a system or user ``content`` that is
-  not text, an assistant ``content`` neither text nor null, ``tool_calls`` that are not a list of
-  ``{id?, function: {name, arguments}}`` (name non-blank text, arguments JSON text or an object, id
-  text), a tool message whose ``tool_call_id`` or ``content`` is not text, a ``reward`` that is not
-  a finite number or true/false (absent: ``None``, no label), a system message after the first user
-  message, an assistant or tool message before it (it belongs to no turn), a tool result that no
-  call awaits, an action that is not an object with a ``kwargs`` object and a non-blank text
-  ``name`` (trial49b B5: ``"cancel_everything"``, ``null`` and ``42`` were left out of
-  ``expected_tools`` and the task scored 1.0; trial49c B4: ``content: 5`` / ``null`` was mapped).
+  filled in: a field :class:`~fair_forge_beam.schemas.agent_benchmarks.TauRecord` refuses (every
+  field is checked before any is mapped, no value is made text; the model says what each field must
+  be: a message's role is one of ``system``/``user``/``assistant``/``tool``, a ``reward`` a finite
+  number or true/false, absent: ``None``, no label), a second trajectory of the same task and trial,
+  a ``traj`` without a user message, a system message after the first user message, an assistant or
+  tool message before it (it belongs to no turn), a tool result that no call awaits (trial49b B5:
+  ``"cancel_everything"``, ``null`` and ``42`` were left out of ``expected_tools`` and the task scored
+  1.0; trial49c B4: ``content: 5`` / ``null`` was mapped).
 
 **BFCL multi-turn** (Berkeley Function-Calling Leaderboard, e.g. ``BFCL_v4_multi_turn_base.json``):
 JSON lines ``{id, question: [[{role, content}], ...], involved_classes, ...}`` and the answer
@@ -49,20 +45,20 @@ file ``possible_answer_<same name>`` (or ``answers_path``) with ``{id, ground_tr
   folder is next to the file (else ``arg0``, ``arg1`` …) → ``ground_truth_agentic =
   {"expected_tools": [...], "tool_sequence_matters": True}``; ``[]`` is a turn that expects no
   call; a question without an entry in the answer file gets no expectation (``{}``);
-* a question that cannot be mapped whole is a dead letter with its record (trial49c B3): an id
-  that is not an integer or non-blank text; a ``question`` that is not a non-empty list of turns,
-  each a non-empty list of ``{role: "user", content: text}`` (another role would be left out of the
-  query, an empty turn would be an empty one; ``multi_turn_miss_func``'s ``[]`` turns are not
-  read); ``involved_classes`` that are not a list of text; a ground-truth or result turn that is
-  not a list (``null`` is not "no call"); a ground truth (or,
-  with a result file, a result) of another number of turns than the question has — a turn past
-  its end would have no expectation, or no trace —, an id the answer (result) file gives two
-  different values, a result file without the id (a missing result is not an empty trace), an id
-  given by an earlier question. Each repeated id of the answer or result file is a dead letter
-  with its own record (the first stands when the repeats are the same; when they differ, the
-  question is scored with neither), as is a record there without an id (trial49b B4: turns past the
-  ground truth's end were given ``expected_tools: []`` and scored 1.0 against an empty trace, and
-  of two answers of one id the last silently won);
+* a question that cannot be mapped whole is a dead letter with its record (trial49c B3): a field
+  :class:`~fair_forge_beam.schemas.agent_benchmarks.BfclQuestion` refuses (a turn is a non-empty list
+  of ``{role: "user", content: text}``: another role would be left out of the query, an empty turn
+  would be an empty one; in a ``multi_turn_miss_func`` question, ``BfclMissFuncQuestion``, a turn
+  whose index ``missed_function`` names is ``[]``, and its query :data:`MISSED_FUNCTION_QUERY`, what
+  BFCL sends there), a ground truth or result that
+  :class:`~fair_forge_beam.schemas.agent_benchmarks.BfclAnswer` (``BfclResult``) refuses (``null`` is
+  not "no call") or of another number of turns than the question has — a turn past its end would have
+  no expectation, or no trace —, an id the answer (result) file gives two different values, a result
+  file without the id (a missing result is not an empty trace), an id given by an earlier question.
+  Each repeated id of the answer or result file is a dead letter with its own record (the first stands
+  when the repeats are the same; when they differ, the question is scored with neither), as is a record
+  there without an id (trial49b B4: turns past the ground truth's end were given ``expected_tools: []``
+  and scored 1.0 against an empty trace, and of two answers of one id the last silently won);
 * there are no model answers: ``tools_used="ground_truth"`` copies the ground truth (a
   perfect-score fixture), ``"none"`` leaves tools empty, or a path to a BFCL-style result file
   (JSON lines ``{id, result}``, one list of call strings — or of steps of them — per turn);
@@ -88,10 +84,11 @@ if __name__ == "__main__":  # the command is the process: a Ctrl-C while it stil
     starting("python -m fair_forge_beam.io.agentic_sources", "conversion")
 
 import ast
+import functools
 import json
 import os
 import sys
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 from fair_forge_beam._beam import beam  # noqa: F401 - Beam first through the guarded import (case-006)
 from fair_forge_beam.blank import is_blank, is_blank_line
@@ -99,7 +96,8 @@ from fair_forge_beam.io import edge
 from fair_forge_beam.io.retriever import Retriever
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.plain import json_kind, plain_reason
-from fair_forge_beam.schemas.agent_benchmarks import BfclAnswer, BfclQuestion, BfclResult, TauRecord, validated
+from fair_forge_beam.schemas.agent_benchmarks import (BfclAnswer, BfclMissFuncQuestion, BfclQuestion, BfclResult,
+                                                      TauRecord, validated)
 
 __all__ = [
     "tau_bench_sessions",
@@ -301,24 +299,37 @@ def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt
     refuses, :func:`_tau_session`'s checks, a task and trial given by an earlier record) are returned as
     :class:`~fair_forge_beam.io.read.ReadError` (a dead letter naming the file and record, with the record as ``raw``).
     Raises ``ValueError`` for a pattern matching no file."""
-    out = []
+    out: list = []
     seen: dict = {}  # session id -> (file, record) of the trajectory that made it
     for f in _expand(path):
-        for i, rec in enumerate(_file_records(f, max_record_bytes)):
-            if not isinstance(rec, dict):
-                out.append(rec)
-                continue
-            try:
-                tau = validated(TauRecord, rec)
-                session = _tau_session(tau, assistant_id)
-                first = seen.setdefault(session["session_id"], (f, i))
-                if first != (f, i):  # a second trajectory of one task and trial: never merged into the first's session
-                    raise ValueError(f"task_id {quoted(str(tau.task_id))} and trial {quoted(str(tau.trial))} repeat "
-                                     f"those of {_where(first, f)}: a second trajectory of the same task and trial")
-                out.append(session)
-            except ValueError as exc:
-                out.append(_record_error("τ-bench", f, i, rec, exc))
+        _map_records(f, functools.partial(validated, TauRecord), "τ-bench",
+                     lambda tau: _tau_session(tau, assistant_id), lambda tau, where: (
+                         f"task_id {quoted(str(tau.task_id))} and trial {quoted(str(tau.trial))} repeat those of "
+                         f"{where}: a second trajectory of the same task and trial"), max_record_bytes, seen, out)
     return out
+
+
+def _map_records(f: str, read: Callable, what: str, to_session: Callable, repeated: Callable,
+                 max_record_bytes: Optional[int], seen: dict, out: list) -> None:
+    """Each record of the file ``f`` → ``out``: its session (``to_session`` of the model ``read`` gives), a
+    record that is not an object as it is (the reader dead-letters it), or a
+    :class:`~fair_forge_beam.io.read.ReadError` with the record as ``raw`` for a record that cannot be mapped
+    whole: an unreadable one, one ``read`` or ``to_session`` raises ``ValueError`` for, and one whose
+    session id an earlier record of ``seen`` gave (``repeated(record, where)`` says why: never merged into the
+    first one's session)."""
+    for i, rec in enumerate(_file_records(f, max_record_bytes)):
+        if not isinstance(rec, dict):
+            out.append(rec)
+            continue
+        try:
+            record = read(rec)
+            session = to_session(record)
+            first = seen.setdefault(session["session_id"], (f, i))
+            if first != (f, i):
+                raise ValueError(repeated(record, _where(first, f)))
+            out.append(session)
+        except ValueError as exc:
+            out.append(_record_error(what, f, i, rec, exc))
 
 
 def _where(first: tuple, f: str) -> str:
@@ -433,8 +444,8 @@ def bfcl_sessions(
 
     Raises ``ValueError`` for a missing question or answer file.
     """
-    out = []
-    seen: dict = {}  # question id -> (file, record) of the question that made its session
+    out: list = []
+    seen: dict = {}  # session id -> (file, record) of the question that made it
     for f in _expand(path):
         folder, name = os.path.split(f)
         truth = _by_id(_bfcl_answer_file(f, answers_path), BfclAnswer, "answer", max_record_bytes, out)
@@ -444,20 +455,22 @@ def bfcl_sessions(
         else:
             results = _by_id(tools_used, BfclResult, "result", max_record_bytes, out)
             assistant_id = os.path.splitext(os.path.basename(tools_used))[0]
-        for n, rec in enumerate(_file_records(f, max_record_bytes)):
-            if not isinstance(rec, dict):
-                out.append(rec)
-                continue
-            try:
-                question = validated(BfclQuestion, rec)
-                session = _bfcl_session(question, truth, results, tools_used, assistant_id, signatures)
-                first = seen.setdefault(question.id, (f, n))
-                if first != (f, n):  # never merged into the first question's session
-                    raise ValueError(f"id {quoted(str(question.id))} repeats that of question {_where(first, f)}")
-                out.append(session)
-            except ValueError as exc:
-                out.append(_record_error("BFCL", f, n, rec, exc))
+        _map_records(f, _bfcl_question, "BFCL",
+                     lambda q: _bfcl_session(q, truth, results, tools_used, assistant_id, signatures),  # noqa: B023
+                     lambda q, where: f"id {quoted(str(q.id))} repeats that of question {where}",
+                     max_record_bytes, seen, out)
     return out
+
+
+#: the query BFCL's model handler sends at a turn where it adds the functions ``missed_function`` held back
+#: (a function-calling model's; a prompting model's has the functions' docs first): that turn has no message
+MISSED_FUNCTION_QUERY = "I have updated some more functions you can choose from. What about now?"
+
+
+def _bfcl_question(rec: dict) -> BfclQuestion:
+    """A question record read by its model (:class:`~fair_forge_beam.schemas.agent_benchmarks.BfclMissFuncQuestion`
+    with ``missed_function``, else ``BfclQuestion``); raises ``ValueError`` naming what it refuses."""
+    return validated(BfclMissFuncQuestion if "missed_function" in rec else BfclQuestion, rec)
 
 
 class _Entries(NamedTuple):
@@ -552,11 +565,12 @@ def _bfcl_session(question: BfclQuestion, truth: _Entries, results: Optional[_En
             used = _calls(res[i], signatures)
         conversation.append({
             "qa_id": f"{sid}-turn{i}",
-            "query": "\n".join(m.content for m in msgs),
+            "query": "\n".join(m.content for m in msgs) if msgs else MISSED_FUNCTION_QUERY,
             "assistant": "",
             "ground_truth_assistant": None,
             "agentic": {"task_id": sid, "tools_used": used, "final_answer_uses_tools": bool(used)},
-            "ground_truth_agentic": {"expected_tools": expected, "tool_sequence_matters": True} if gt is not None else {},
+            "ground_truth_agentic": ({"expected_tools": expected, "tool_sequence_matters": True}
+                                     if gt is not None else {}),
         })
     return {
         "session_id": sid,

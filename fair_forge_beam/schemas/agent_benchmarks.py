@@ -1,6 +1,6 @@
 """Records of the public agent benchmarks the agentic loaders read (:mod:`fair_forge_beam.io.agentic_sources`):
 a τ-bench trajectory (:class:`TauRecord`) and BFCL's multi-turn question, answer and result records
-(:class:`BfclQuestion`, :class:`BfclAnswer`, :class:`BfclResult`).
+(:class:`BfclQuestion`, :class:`BfclMissFuncQuestion`, :class:`BfclAnswer`, :class:`BfclResult`).
 
 The models are strict, as the loaders map a record whole or not at all: text where text is mapped (``5`` is
 never ``"5"``, ``null`` never ``""``), an integer is a bounded one (:func:`~fair_forge_beam.schemas.common.bounded_int`:
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError,
+                      model_validator)
 from pydantic.fields import FieldInfo
 
 from fair_forge_beam.blank import is_blank
@@ -21,7 +22,8 @@ from fair_forge_beam.plain import json_kind, validation_words
 from fair_forge_beam.quoting import quoted
 from fair_forge_beam.schemas.common import bounded_int
 
-__all__ = ["TauRecord", "BfclQuestion", "BfclAnswer", "BfclResult", "record_problem", "validated"]
+__all__ = ["TauRecord", "BfclQuestion", "BfclMissFuncQuestion", "BfclAnswer", "BfclResult", "record_problem",
+           "validated"]
 
 
 def _not_blank(value: str) -> str:
@@ -82,8 +84,8 @@ class TauAssistant(_Record):
 
     role: Literal["assistant"]
     content: Optional[StrictStr] = Field(None, description="text (the assistant's answer, or null beside tool calls)")
-    tool_calls: Optional[list[Annotated[TauToolCall, Field(description="a tool call object ({id, function})")]]] = Field(
-        None, description="a list of tool calls")
+    tool_calls: Optional[list[Annotated[TauToolCall, Field(description="a tool call object ({id, function})")]]] = \
+        Field(None, description="a list of tool calls")
 
 
 class TauTool(_Record):
@@ -138,7 +140,8 @@ class BfclMessage(_Record):
     content: StrictStr = _text("the turn's query")
 
 
-BfclTurn = Annotated[list[Annotated[BfclMessage, Field(description="a message object ({role, content})")]], Field(
+BfclMessages = list[Annotated[BfclMessage, Field(description="a message object ({role, content})")]]
+BfclTurn = Annotated[BfclMessages, Field(
     min_length=1, description="a list of the turn's messages (a turn without a user message has no query)")]
 
 
@@ -149,6 +152,37 @@ class BfclQuestion(_Record):
     question: list[BfclTurn] = Field(min_length=1, description="a list of turns (one list of messages each)")
     involved_classes: Optional[list[Annotated[StrictStr, Field(description="an API class name (text)")]]] = Field(
         None, description="a list of API class names (text)")
+
+
+#: the names of the functions BFCL holds back until a turn
+FunctionNames = Annotated[list[Annotated[StrictStr, Field(description="a function name (text)")]],
+                          Field(description="a list of function names (text)")]
+
+
+class BfclMissFuncQuestion(BfclQuestion):
+    """A ``multi_turn_miss_func`` question: ``missed_function`` names, by turn index, the functions BFCL holds
+    back until that turn. Such a turn has no message of its own (``[]``: BFCL's model handler sends its own
+    query there); every other turn has its messages, as in :class:`BfclQuestion`."""
+
+    question: list[Annotated[BfclMessages, Field(description="a list of the turn's messages")]] = Field(
+        min_length=1, description="a list of turns (one list of messages each)")
+    missed_function: dict[str, FunctionNames] = Field(description="an object of turn index: held-out functions")
+
+    @model_validator(mode="after")
+    def _no_message_where_functions_are_added(self) -> "BfclMissFuncQuestion":
+        turns = [str(i) for i in range(len(self.question))]
+        for key in self.missed_function:
+            if key not in turns:
+                raise ValueError(f"missed_function names the turn {quoted(key)}, which the question does not have "
+                                 f"(turns 0 to {len(turns) - 1})")
+        for i, messages in enumerate(self.question):
+            if not messages and turns[i] not in self.missed_function:
+                raise ValueError(f"question[{i}] is an empty list, not a list of the turn's messages: missed_function "
+                                 "adds no function at that turn (a turn without a user message has no query)")
+            if messages and turns[i] in self.missed_function:
+                raise ValueError(f"question[{i}] has messages at a turn where missed_function adds functions (BFCL "
+                                 "gives that turn no message of its own)")
+        return self
 
 
 #: the calls of one turn: a list of call strings or objects, or of steps of them (``null`` is not "no call")
@@ -218,6 +252,8 @@ def record_problem(model: type[BaseModel], exc: ValidationError, of: str = "") -
         what = description or what
         if isinstance(key, int) and get_origin(node) is list:
             node, path = get_args(node)[0], f"{path}[{key}]"
+        elif get_origin(node) is dict:  # a key of an object's: its value
+            node, path = get_args(node)[1], f"{path}[{quoted(key)}]"
         elif discriminator:  # a tagged union: the member of the key's tag
             node = next(m for m in get_args(node) if key in get_args(m.model_fields[discriminator].annotation))
         elif isinstance(node, type) and issubclass(node, BaseModel) and key in node.model_fields:
@@ -232,7 +268,7 @@ def record_problem(model: type[BaseModel], exc: ValidationError, of: str = "") -
         value = error["input"].get(discriminator, None) if isinstance(error["input"], dict) else None
         return f"{path} has {discriminator} {quoted(value)}, not one of {tags}"
     if error["type"] == "value_error" and not isinstance(error.get("input"), str):  # a validator's words
-        return f"{path}: {error['ctx']['error']}"
+        return f"{path}: {error['ctx']['error']}" if path else str(error["ctx"]["error"])
     return what.format(path=path, kind=_kind(error)) if "{path}" in what else f"{path} is {_kind(error)}, not {what}"
 
 
