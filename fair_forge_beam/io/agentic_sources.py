@@ -475,7 +475,7 @@ def _bfcl_question(rec: dict) -> BfclQuestion:
 
 class _Entries(NamedTuple):
     """An answer or result file's records by id: ``first`` (the first record of each id), ``records``
-    (``([record numbers], [the repeats' turns])`` of each id), the file and the records' model."""
+    (``[[record numbers], whether a repeat differs from the first]`` of each id), the file and the records' model."""
 
     first: dict
     records: dict
@@ -487,12 +487,11 @@ class _Entries(NamedTuple):
         ``ValueError`` when the file gives it several that differ, or turns its model refuses."""
         if key not in self.first:
             return None
-        field = self.model.TURNS
-        nums, repeats = self.records[key]
-        if not all(_same(r, self.first[key].get(field)) for r in repeats):
-            raise ValueError(f"{self.path} gives it {len(nums)} different {field.replace('_', ' ')}s (records "
-                             f"{', '.join(str(i) for i in nums)}): which one holds is not known")
-        return getattr(validated(self.model, self.first[key], f" of {quoted(sid)}"), field)
+        nums, differ = self.records[key]
+        if differ:
+            raise ValueError(f"{self.path} gives it {len(nums)} different {self.model.TURNS.replace('_', ' ')}s "
+                             f"(records {', '.join(str(i) for i in nums)}): which one holds is not known")
+        return getattr(validated(self.model, self.first[key], f" of {quoted(sid)}"), self.model.TURNS)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -508,7 +507,7 @@ def _by_id(path: str, model: type, what: str, max_record_bytes: Optional[int], o
 
     field = model.TURNS
     first: dict = {}
-    records: dict = {}  # id -> ([record numbers], [the repeats' turns])
+    records: dict = {}  # id -> [[record numbers], whether a repeat differs]
     for i, r in enumerate(_file_records(path, max_record_bytes)):
         if isinstance(r, ReadError):  # an unreadable line or file: its question gets no ground truth
             out.append(r)
@@ -519,17 +518,17 @@ def _by_id(path: str, model: type, what: str, max_record_bytes: Optional[int], o
             out.append(ReadError(f"{path}: {what} record {i} is not used ({why}; an id is a string or an integer)", _raw(r)))
             continue
         if key in first:
-            nums, repeats = records[key]
+            entry = records[key]
             same = _same(r.get(field), first[key].get(field))
             out.append(ReadError(
-                f"{path}: {what} record {i} repeats id {quoted(str(key))} of record {nums[0]} "
+                f"{path}: {what} record {i} repeats id {quoted(str(key))} of record {entry[0][0]} "
                 + (f"with the same {field}: read once" if same else
                    f"with another {field}: the question {quoted(str(key))} is scored with neither"), _raw(r)))
-            nums.append(i)
-            repeats.append(r.get(field))
+            entry[0].append(i)
+            entry[1] = entry[1] or not same
             continue
         first[key] = r
-        records[key] = ([i], [])
+        records[key] = [[i], False]
     return _Entries(first, records, path, model)
 
 
