@@ -59,6 +59,67 @@ def test_checksums_and_invalid_numbers_are_rejected():
     assert d.predict("released on 2024-01-31.") == []
 
 
+def test_card_number_written_without_separators_is_a_card():
+    # fix50b: the module docstring said "separated by nothing"; the card pattern wanted groups of 2-6
+    # digits, so a card written as one run of 16 digits was found by nothing (as Presidio's recognizer,
+    # whose separators are optional, finds it)
+    d = PatternDetector()
+    assert [(s.label, s.text) for s in d.predict("card 4111111111111111 ok")] == [("credit_card", "4111111111111111")]
+    assert d.predict("card 4111111111111112 ok") == []  # 16 digits failing Luhn: no card, too many for a phone
+    for number in ("4222222222222", "378282246310005", "6011000990139424", "6759649826438453", "4000056655665556"):
+        assert luhn_valid(number) and [s.label for s in d.predict(f"pay {number}.")] == ["credit_card"], number
+    nineteen = "4" + "0" * 17
+    nineteen += str(next(c for c in range(10) if luhn_valid(nineteen + str(c))))
+    assert [s.text for s in d.predict(f"pan {nineteen}")] == [nineteen]
+    twenty = "4" + "0" * 18
+    twenty += str(next(c for c in range(10) if luhn_valid(twenty + str(c))))
+    assert d.predict(f"pan {twenty}") == []  # over ISO/IEC 7812's 19 digits
+    # the module docstring's own example: zero-width characters between the groups read as nothing
+    text = "4111\u200b1111\u200b1111\u200b1111"
+    assert [(s.label, s.text) for s in d.predict(text)] == [("credit_card", text)]
+
+
+#: every claim of the pattern detector's table (pii's module docstring): (claim, text, the spans found)
+DOCSTRING_CLAIMS = [
+    ("email local part at most 64", "to " + "a" * 64 + "@example.com", [("email_address", "a" * 64 + "@example.com")]),
+    ("email local part over 64: no cut piece", "to " + "a" * 65 + "@example.com", []),
+    ("email label at most 63", "to x@" + "b" * 63 + ".com", [("email_address", "x@" + "b" * 63 + ".com")]),
+    ("email label over 63: no cut piece", "to x@a." + "b" * 64 + " ok", []),
+    ("email 8 dots in the domain", "to x@a.b.c.d.e.f.g.h.i ok", [("email_address", "x@a.b.c.d.e.f.g.h.i")]),
+    ("email 9 dots in the domain: no cut piece", "to x@a.b.c.d.e.f.g.h.i.j ok", []),
+    ("phone bare run of 10 digits", "call 4155550132 now", [("phone_number", "4155550132")]),
+    ("phone bare run of 7 digits is another number", "order 4155550 now", []),
+    ("phone 7 digits with a separator", "call 555-0132 now", [("phone_number", "555-0132")]),
+    ("phone led by +", "call +14155550132 now", [("phone_number", "+14155550132")]),
+    ("phone two separators in a row", "call 415--555-0132 now", []),
+    ("phone two pairs of parentheses", "call (415) (555) 0132 now", []),
+    ("phone over 15 digits", "call +1 415 555 0132 12345 now", []),
+    ("ISO date is no phone", "on 2024-01-31 now", []),
+    ("card in groups", "card 4111-1111-1111-1111 ok", [("credit_card", "4111-1111-1111-1111")]),
+    ("card one run", "card 4111111111111111 ok", [("credit_card", "4111111111111111")]),
+    ("iban upper case", "IBAN GB82 WEST 1234 5698 7654 32 ok", [("iban_code", "GB82 WEST 1234 5698 7654 32")]),
+    ("iban lower case is no IBAN", "iban gb82west12345698765432 ok", []),
+    ("iban failing mod-97", "IBAN GB82WEST12345698765433 ok", []),
+    ("ipv4 octet 255", "ip 255.1.1.1 ok", [("ip_address", "255.1.1.1")]),
+    ("ipv4 octet over 255", "ip 256.1.1.1 ok", []),
+    ("ipv4 octet with a leading zero", "ip 10.01.1.1 ok", []),
+    ("ipv6", "ip 2001:db8::1 ok", [("ip_address", "2001:db8::1")]),
+    ("ssn with dashes", "ssn 123-45-6789 ok", [("us_ssn", "123-45-6789")]),
+    ("ssn without dashes", "ssn 123456789 ok", []),
+    ("ssn area 666", "ssn 666-45-6789 ok", [("phone_number", "666-45-6789")]),
+    ("ssn area 9xx", "ssn 912-45-6789 ok", [("phone_number", "912-45-6789")]),
+    ("ssn group 00", "ssn 123-00-6789 ok", [("phone_number", "123-00-6789")]),
+    ("ssn serial 0000", "ssn 123-45-0000 ok", [("phone_number", "123-45-0000")]),
+]
+
+
+@pytest.mark.parametrize("claim,text,expected", DOCSTRING_CLAIMS, ids=[c[0] for c in DOCSTRING_CLAIMS])
+def test_pattern_detector_does_what_its_docstring_says(claim, text, expected):
+    spans = PatternDetector().predict(text)
+    assert [(s.label, s.text) for s in spans] == expected
+    assert all(text[s.start:s.end] == s.text for s in spans)
+
+
 ADVERSARIAL = ["a" * 100_000, "1" * 100_000, "a@" * 50_000, "1." * 50_000, ":" * 100_000, "a." * 50_000,
                "1 " * 50_000, "1-" * 50_000, "(1" * 50_000, "+1" * 50_000, "GB82 " * 20_000, "a@b.co " * 14_000,
                "1:" * 50_000, "\ud800" * 100_000, "\u0661" * 100_000, "12-" * 33_000, "1-2-3-" * 16_000]

@@ -5,14 +5,22 @@ end)`` into the Python string, the matched ``text`` and an optional confidence `
 [0, 1]). Labels are the canonical class names of gaussia 1.2.0's detectors:
 
 ==================  ===========================================================================
-``email_address``   ``local@domain.tld`` (local part ≤ 64, labels ≤ 63, 1–8 dots in the domain)
+``email_address``   ``local@domain.tld`` (local part ≤ 64, labels ≤ 63, 1–8 dots in the domain);
+                    an address over one of these bounds is not reported (never a cut piece of it)
 ``phone_number``    7–15 digits (ITU-T E.164 maximum) in one run of digits, spaces, ``.-()``,
-                    optionally led by ``+``; ISO dates (``2024-01-31``) are not phones
-``credit_card``     13–19 digits (ISO/IEC 7812) in groups separated by nothing, one space or
-                    ``-``, passing the Luhn check
-``iban_code``       ISO 13616: 2 letters, 2 check digits, 11–30 alphanumerics (spaces between
-                    groups of 4 allowed), passing the ISO 7064 mod-97 check (remainder 1)
-``ip_address``      IPv4 dotted quad (each octet 0–255) and IPv6 (validated by :mod:`ipaddress`)
+                    optionally led by ``+``; a run with neither ``+`` nor a separator only with
+                    exactly 10 digits (a bare run of 7–9 or 11–15 digits is read as another
+                    number: an order number, an amount); at most one ``(`` and one ``)``, no
+                    ``..`` nor ``--``; ISO dates (``2024-01-31``) are not phones
+``credit_card``     13–19 digits (ISO/IEC 7812) passing the Luhn check, written as one run of
+                    digits (``4111111111111111``) or in groups of 2–6 digits separated by one
+                    space or ``-`` (``4111 1111 1111 1111``); as Presidio's recognizer, whose
+                    separators are optional too
+``iban_code``       ISO 13616: 2 upper-case letters, 2 check digits, 11–30 upper-case letters and
+                    digits (spaces between groups of 4 allowed), passing the ISO 7064 mod-97 check
+                    (remainder 1)
+``ip_address``      IPv4 dotted quad (each octet 0–255, written without a leading zero: ``01`` is
+                    no octet) and IPv6 (validated by :mod:`ipaddress`)
 ``us_ssn``          US Social Security number ``AAA-GG-SSSS`` (dashes required): area not 000,
                     666 or 900–999, group not 00, serial not 0000 (SSA rules since 2011)
 ==================  ===========================================================================
@@ -135,7 +143,11 @@ _IBAN = re.compile(r"[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{1,4}){3,8}", re.ASCII)
 _IPV4 = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}", re.ASCII)
 _IPV6 = re.compile(r"[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:[0-9A-Fa-f:]{0,35}", re.ASCII)
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
-_CARD_GROUPS = re.compile(r"[0-9]{2,6}(?:[ -][0-9]{2,6}){0,5}", re.ASCII)
+#: a card number as written: one run of digits, or groups of 2-6 digits separated by one space or "-"
+_CARD_GROUPS = re.compile(r"[0-9]{13,19}|[0-9]{2,6}(?:[ -][0-9]{2,6}){1,5}", re.ASCII)
+#: a character of an email's local part, and of a domain label
+_LOCAL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")
+_LABEL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 
 
 def _alnum_at(text: str, i: int) -> bool:
@@ -196,6 +208,11 @@ class PatternDetector(PIIDetector):
                 e = cut
         for m in _EMAIL.finditer(text):
             s, e = m.start(), m.end()
+            # the pattern's bounds cut an address longer than the module docstring's: its local part
+            # went on before s, or its domain after e (a longer label, or a ninth dot): not an address
+            if text[s - 1:s] in _LOCAL_CHARS or text[e:e + 1] in _LABEL_CHARS or \
+                    (text[e:e + 1] == "." and text[e + 1:e + 2] in _LABEL_CHARS):
+                continue
             while e > s and text[e - 1] in ".-":
                 e -= 1
             if "." in text[text.index("@", s, e):e]:
