@@ -244,3 +244,96 @@ def test_a_value_a_column_cannot_hold_is_named_by_the_writer():
         arrow_rows_table([{"name": "x", "declared": 1}, {"name": "y", "declared": BIG}], schema, "stats/sessions")
     with pytest.raises(UnwritableValue, match=r"^results.parquet: column 'turn_index' \(int64\) cannot hold 18446744073709551616"):
         arrow_array([1, 2**64], pa.int64(), "results.parquet", "turn_index")
+
+
+# ---------------------------------------------------------------- numpy scalars (fix50b)
+@pytest.mark.parametrize("path, annotation", _edge_integers(), ids=lambda x: x if isinstance(x, str) else "")
+def test_every_integer_field_refuses_numpy_bools_and_reads_numpy_integers(path, annotation):
+    """fix50b: ``StreamedBatch.model_validate`` took ``numpy.bool_(True)`` as turn_index 1; a strict
+    field (a generator's turn_number, a run file's count) took no numpy integer at all, and
+    ``numpy.uint64(2**64-1)`` was pydantic's "exceeded maximum size", not the bound."""
+    import numpy as np
+
+    adapter = TypeAdapter(annotation)
+    for flag in (np.bool_(True), np.bool_(False)):
+        with pytest.raises(ValidationError):
+            adapter.validate_python(flag)
+    for n in (np.int64(INT64_MAX), np.uint64(INT64_MAX)):
+        got = adapter.validate_python(n)
+        assert got == INT64_MAX and type(got) is int, (path, got)
+    assert type(adapter.validate_python(np.uint8(7))) is int
+    with pytest.raises(ValidationError) as err:
+        adapter.validate_python(np.uint64(2**64 - 1))
+    assert "2**63-1" in str(err.value), (path, str(err.value))
+
+
+def _streamed(turn_index=0, weight=None):
+    batch = {"qa_id": "q", "query": "hi", "assistant": "happy joy", **({} if weight is None else {"weight": weight})}
+    return {"metadata": {"session_id": "s", "assistant_id": "a"}, "batch": batch, "turn_index": turn_index}
+
+
+def test_numpy_bools_are_refused_by_the_models_themselves():
+    """fix50b: as Python's ``true``: no turn_index 1, no weight 1.0; numpy numbers read as their values."""
+    import numpy as np
+
+    from fair_forge_beam.plain import validation_words
+    from fair_forge_beam.schemas.common import StreamedBatch
+
+    def reason(**kw):
+        try:
+            StreamedBatch.model_validate(_streamed(**kw))
+        except ValidationError as exc:
+            return validation_words(exc)
+        return None
+
+    assert reason(turn_index=np.bool_(True)) == "turn_index: must be an integer, not true"
+    assert reason(turn_index=np.bool_(False)) == "turn_index: must be an integer, not false"
+    assert reason(weight=np.bool_(True)) == "batch.weight: weight must be a number, got bool True"
+    assert reason(weight=True) == "batch.weight: weight must be a number, got bool True"
+    got = StreamedBatch.model_validate(_streamed(turn_index=np.int64(3), weight=np.float32(0.5)))
+    assert (got.turn_index, type(got.turn_index), got.batch.weight, type(got.batch.weight)) == (3, int, 0.5, float)
+
+
+class NumpyRetriever:
+    """A retriever whose records carry numpy scalars (a pandas frame's rows)."""
+
+    @staticmethod
+    def make():
+        import numpy as np
+
+        from fair_forge_beam import Retriever
+        from fair_forge_beam.schemas.common import IterationLevel
+
+        class Rows(Retriever):
+            @property
+            def iteration_level(self):
+                return IterationLevel.STREAM_BATCHES
+
+            def load_dataset(self):
+                rows = {"ok": _streamed(np.int64(3), np.float64(0.5)), "flag": _streamed(np.bool_(True)),
+                        "wflag": _streamed(0, np.bool_(True)), "big": _streamed(np.uint64(2**64 - 1))}
+                for sid, r in rows.items():
+                    r["metadata"]["session_id"] = sid
+                return list(rows.values())
+        return Rows
+
+
+def test_numpy_scalars_from_a_retriever_are_read_as_the_models_read_them(tmp_path):
+    from fair_forge_beam._beam import beam
+    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
+    from helpers import fnapi_pipeline
+
+    out = tmp_path / "out"
+    p = fnapi_pipeline()
+    res = p | ReadInteractions(retriever=NumpyRetriever.make())
+    write_jsonl(res["interactions"] | "I" >> beam.Map(lambda x: x._asdict()), str(out / "i"), "I")
+    write_jsonl(res["dead_letter"], str(out / "d"), "D")
+    p.run().wait_until_finish()
+    inter, dead = read_jsonl_shards(str(out / "i")), read_jsonl_shards(str(out / "d"))
+    assert [(x["session_id"], x["weight"]) for x in inter] == [("ok", 0.5)], inter
+    reasons = {json.loads(d["raw"])["metadata"]["session_id"]: d["reason"] for d in dead}
+    assert reasons == {"flag": "turn_index: must be an integer, not true",
+                       "wflag": "batch.weight: weight must be a number, got bool True",
+                       "big": f"turn_index: {2**64 - 1} is over the largest value read, 2**63-1 "
+                              "(9223372036854775807: what an int64 column holds)"}, reasons

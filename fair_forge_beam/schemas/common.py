@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 import sys
 from typing import Annotated, Any, Optional
 
@@ -56,13 +57,29 @@ __all__ = [
 INT64_MAX = 2**63 - 1
 
 
+def _is_flag(v: Any) -> bool:
+    """``v`` is a truth value: Python's ``bool`` or numpy's (``numpy.bool_``, no ``bool`` subclass)."""
+    return isinstance(v, bool) or (type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_"))
+
+
+def _numpy_number(v: Any) -> Any:
+    # a numpy integer or float scalar (a pandas or Parquet column's value, a retriever's) as the Python
+    # number it holds, so it is bounded and worded as any: numpy.uint64(2**64-1) is over 2**63-1, not
+    # pydantic's "exceeded maximum size"; StrictInt took no numpy integer at all (fix50b)
+    if type(v).__module__ == "numpy" and isinstance(v, numbers.Number) and not _is_flag(v):
+        return v.item()
+    return v
+
+
 def _no_flag_or_text(v: Any) -> Any:
-    # an integer field is read strictly, as ``weight`` is: ``true`` is not 1, ``"2"`` is not 2 (trial49b L);
+    # an integer field is read strictly, as ``weight`` is: ``true`` is not 1, ``"2"`` is not 2 (trial49b L),
+    # numpy.bool_(True) is not 1 either (fix50b: StreamedBatch took it as turn_index 1);
     # a whole float (a Parquet or pandas integer column with a missing value is float64) is its int
-    if isinstance(v, bool):
+    if _is_flag(v):
         raise ValueError(f"must be an integer, not {'true' if v else 'false'}")
     if isinstance(v, str):
         raise ValueError(f"must be an integer, not the text {quoted(v, 40)}")
+    v = _numpy_number(v)
     if isinstance(v, float) and math.isfinite(v) and v.is_integer():
         return int(v)  # its int, bounded as any (1e30 is over the bound, not "too many digits")
     return v
@@ -83,14 +100,16 @@ def bounded_int(minimum: Optional[int] = 0, maximum: int = INT64_MAX, strict: bo
     generator's ``turn_number``, a run file's counts): an ``int`` from ``minimum`` (``None``: no
     lower bound) to ``maximum`` (at most :data:`INT64_MAX`), never ``true``/``false`` or text (``"2"``),
     as ``weight`` refuses them; a whole float is its int (``2.0``: a float64 column's), unless
-    ``strict`` (a model validated in pydantic's strict mode: no float either). A larger value is a
+    ``strict`` (a model validated in pydantic's strict mode: no float either). numpy's scalars are read
+    as the Python numbers they hold (``numpy.int64(3)`` is 3, ``numpy.bool_(True)`` is ``true``, refused
+    as it). A larger value is a
     validation error in the project's words naming the bound (``… is over the largest value read,
     2**63-1 …``), so the field's reader dead-letters the record."""
     if maximum > INT64_MAX:
         raise ValueError(f"maximum {maximum} is over INT64_MAX: no int64 column holds it")
     lower = Field() if minimum is None else Field(ge=minimum)
     if strict:
-        return Annotated[StrictInt, lower, AfterValidator(_at_most(maximum))]
+        return Annotated[StrictInt, BeforeValidator(_numpy_number), lower, AfterValidator(_at_most(maximum))]
     return Annotated[int, BeforeValidator(_no_flag_or_text), lower, AfterValidator(_at_most(maximum))]
 
 
@@ -135,8 +154,9 @@ class Batch(BaseModel):
     @field_validator("weight", mode="before")
     @classmethod
     def _weight_is_a_number(cls, v: Any) -> Any:
-        if isinstance(v, (bool, str)):
-            raise ValueError(f"weight must be a number, got {type(v).__name__} {quoted(v)}")
+        if _is_flag(v) or isinstance(v, str):  # numpy.bool_(True) is no 1.0 either (fix50b)
+            raise ValueError(f"weight must be a number, got {'bool' if _is_flag(v) else 'str'} {quoted(bool(v) if _is_flag(v) else v)}")
+        v = _numpy_number(v)
         if isinstance(v, int) and abs(v) > sys.float_info.max:
             # beyond a float (10**400): said as the bound it breaks, not "should be a number, not a number"
             raise ValueError(f"weight must be a finite number >= 0, got {quoted(v, 60)}")
