@@ -270,6 +270,67 @@ def test_minilm_pickles_small_and_reloads_lazily(minilm):
     np.testing.assert_array_equal(clone.encode(TEXTS[2:4]), minilm.encode(TEXTS[2:4]))
 
 
+#: one word as the reading text reads it, and spellings of it a reader cannot tell from it (fix50b)
+HIDDEN = {"woman": ["wo\u200bman", "wo\u034fman", "\uff57\uff4f\uff4d\uff41\uff4e", "wo\u00adman\u2060"],
+          "I hate you all.": ["I ha\u200bte you all.", "I \uff48\uff41\uff54\uff45 you all\ufe0f."]}
+
+
+def test_every_embedder_is_given_the_reading_text():
+    """fix50b: the hashing embedder read ``reading_text``, the sentence-transformers model the raw text;
+    the interface now gives every ``_encode`` the reading text."""
+    seen = []
+
+    class Recording(Embedder):
+        name, dim = "rec", 2
+
+        def _encode(self, texts):
+            seen.extend(texts)
+            return np.ones((len(texts), 2), np.float32)
+
+    for plain, hidden in HIDDEN.items():
+        Recording().encode(hidden)
+        assert seen == [plain] * len(hidden), seen
+        seen.clear()
+    h = HashingEmbedder(dim=32)
+    for plain, hidden in HIDDEN.items():
+        np.testing.assert_array_equal(h.encode(hidden), np.repeat(h.encode([plain]), len(hidden), axis=0))
+
+
+@needs_minilm
+@pytest.mark.slow
+def test_minilm_reads_the_reading_text(minilm):
+    """fix50b: MiniLM embedded "wo\u200bman" as other word pieces than "woman" (its tokenizer keeps
+    U+200B, U+034F, U+2060 and the soft hyphen); every method now reads the reading text."""
+    long_plain = " ".join(f"The committee reviewed item number {i} and approved it." for i in range(60)) + " woman"
+    cases = {**HIDDEN, long_plain: [long_plain.replace("committee", "commit\u200btee")]}
+    for plain, hidden in cases.items():
+        want = minilm.encode([plain])
+        np.testing.assert_array_equal(minilm.encode(hidden), np.repeat(want, len(hidden), axis=0))
+        assert minilm.window_counts(hidden) == minilm.window_counts([plain]) * len(hidden)
+        assert minilm.token_lengths(hidden) == minilm.token_lengths([plain]) * len(hidden)
+        for w in minilm.encode_windows(hidden):
+            np.testing.assert_array_equal(w, minilm.encode_windows([plain])[0])
+
+
+def test_every_shipped_string_is_its_own_reading_text():
+    """Why reading the reading text changes no shipped audit's embeddings (fix50b): each string of the
+    shipped datasets is its own reading text, so every embedder is given what it was given before."""
+    from fair_forge_beam.components.text import reading_text
+
+    def strings(v):
+        if isinstance(v, str):
+            yield v
+        for x in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()):
+            yield from strings(x)
+
+    data = REPO / "fair_forge_beam" / "data"
+    values = []
+    for p in sorted([*data.rglob("*.json"), *data.rglob("*.jsonl")]):
+        text = p.read_text(encoding="utf-8")
+        values += strings([json.loads(ln) for ln in text.splitlines() if ln.strip()] if p.suffix == ".jsonl" else json.loads(text))
+    assert len(values) >= 10_000 and [v for v in values if reading_text(v) != v] == []
+
+
 def test_embedder_subclass_contract_is_enforced():
     class Broken(Embedder):
         name = "broken"

@@ -13,6 +13,12 @@ Pieces:
 * :class:`EmbedderModelHandler` — wraps any :class:`Embedder` for
   ``apache_beam.ml.inference.base.RunInference``.
 
+Every embedder reads the text every word-reading scorer reads
+(:func:`~fair_forge_beam.components.text.reading_text`: invisible characters removed, NFKC), so
+``"wo\u200bman"`` and ``"ｗｏｍａｎ"`` embed as ``"woman"`` does (fix50b: the hashing embedder read it, the
+sentence-transformers model the raw text). A text that is its own reading text (every ASCII text, and
+each of the 10,821 strings of the shipped datasets) embeds as before, bit for bit.
+
 Nothing heavy is imported here: ``torch`` and ``sentence_transformers`` are imported inside
 :meth:`SentenceTransformerEmbedder.load`; Beam only when :class:`EmbedderModelHandler` is used.
 
@@ -93,6 +99,7 @@ __all__ = [
     "default_model_path",
     "l2_normalize",
     "check_texts",
+    "reading_texts",
     "MINILM_PACKAGE",
 ]
 
@@ -128,6 +135,12 @@ def check_texts(texts: Any, what: str = "texts") -> list[str]:
     return list(texts)
 
 
+def reading_texts(texts: Any, what: str = "texts") -> list[str]:
+    """:func:`check_texts`, each text as its :func:`~fair_forge_beam.components.text.reading_text`: what
+    an embedder reads (the module docstring)."""
+    return [reading_text(t) for t in check_texts(texts, what)]
+
+
 def l2_normalize(x: np.ndarray, eps: float = 1e-12) -> np.ndarray:
     """Rows of ``x`` divided by their L2 norm clipped below at ``eps`` (spec §8.2), as float32.
 
@@ -148,7 +161,8 @@ class Embedder(Transient, ABC):
     * ``name`` — a short identifier for result records; ``dim`` — the vector size ``d``.
     * ``load()`` — loads heavy resources; idempotent; called once per worker (``DoFn.setup``).
       ``encode`` calls it lazily, so calling it is optional.
-    * ``encode(texts)`` — ``texts`` a list/tuple of ``str`` (``TypeError`` otherwise); returns a
+    * ``encode(texts)`` — ``texts`` a list/tuple of ``str`` (``TypeError`` otherwise), each read as its
+      :func:`~fair_forge_beam.components.text.reading_text` (``_encode`` gets those); returns a
       C-contiguous ``float32`` array of shape ``(n, d)``, row ``i`` for ``texts[i]``; ``n = 0``
       gives shape ``(0, d)``. Rows have L2 norm 1 when ``normalize_embeddings`` is True (a text
       whose raw vector is all zeros stays a zero row).
@@ -211,7 +225,7 @@ class Embedder(Transient, ABC):
             TypeError: ``texts`` is not a list/tuple of ``str``.
             RuntimeError: the model returned an array of the wrong shape.
         """
-        texts = check_texts(texts)
+        texts = reading_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.load()
@@ -423,7 +437,7 @@ class SentenceTransformerEmbedder(Embedder):
         Raises:
             TypeError: ``texts`` is not a list/tuple of ``str``.
         """
-        texts = check_texts(texts)
+        texts = reading_texts(texts)
         if not texts:
             return []
         self.load()
@@ -439,7 +453,7 @@ class SentenceTransformerEmbedder(Embedder):
         Raises:
             TypeError: ``texts`` is not a list/tuple of ``str``.
         """
-        texts = check_texts(texts)
+        texts = reading_texts(texts)
         self.load()
         memo = getattr(self, "_window_memo", None) or {}
         todo = [t for t in dict.fromkeys(texts) if t not in memo]
@@ -525,7 +539,8 @@ class SentenceTransformerEmbedder(Embedder):
 
     def token_lengths(self, texts: list[str]) -> list[int]:
         """Number of word pieces of each text as the model sees it (special tokens included,
-        after the model's own preprocessing and truncation to ``max_seq_length``)."""
+        after the model's own preprocessing and truncation to ``max_seq_length``), of its reading text."""
+        texts = [reading_text(t) for t in texts]
         model = self.model
         lengths: list[int] = []
         with _model_lock(model):  # the tokenizer is not thread-safe
@@ -682,7 +697,7 @@ class HashingEmbedder(Embedder):
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for i, text in enumerate(texts):
             row = out[i]
-            for tok in _HASH_TOKEN_RE.findall(reading_text(text).lower()):
+            for tok in _HASH_TOKEN_RE.findall(text.lower()):  # the reading text (encode)
                 j, s = self._slot(tok)
                 row[j] += s
         return out

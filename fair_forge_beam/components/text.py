@@ -65,7 +65,7 @@ def reading_text(text: str) -> str:
     folded by Unicode NFKC (``"ＨＡＴＥ"`` → ``"HATE"``, ``"ﬁ"`` → ``"fi"``, ``"…"`` → ``"..."``,
     ``"e\u0301"`` → ``"é"``); case and apostrophes kept (VADER reads ``"HATE"`` as intensified).
     The lexicon tokeniser (:func:`normalize_text`), the keyword group extractor, VADER, the
-    toxicity classifier, the PII detectors, the hashing embedder and the keyword constraint all read
+    toxicity classifier, the PII detectors, every embedder and the keyword constraint all read
     it, so ``"wo\u200bman"``, ``"wo\u034fman"`` and ``"ｗｏｍａｎ"`` are ``"woman"`` to every one of
     them (trial49c B2: only the lexicons read it; the others saw two words, or none).
 
