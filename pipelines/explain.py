@@ -46,22 +46,43 @@ def load_hf(name: str, seed: int = 0):
     return AutoModelForCausalLM.from_pretrained(name).eval(), AutoTokenizer.from_pretrained(name)
 
 
-def _id_counts(lines) -> dict:
-    """``{id: items given it}`` of the input's ``(line number, bytes)`` lines, one item at a time (a line
-    that is no item, or an item without a usable id, is the pipeline's dead letter and counts here as none)."""
+def _id_counts(items) -> dict:
+    """``{id: items given it}`` of the input's items (an item without a usable id is the pipeline's dead
+    letter and counts here as none)."""
     from fair_forge_beam.explainability.attributions import read_item_id
-    from fair_forge_beam.io.edge import loads
 
     counts: dict = {}
-    for _, text in lines:
-        try:
-            item = loads(text.decode("utf-8"))
-        except Exception:  # noqa: BLE001 - not an item: its dead letter says why
-            continue
+    for item in items:
         iid = read_item_id(item)[0]
         if iid is not None:
             counts[iid] = counts.get(iid, 0) + 1
     return counts
+
+
+def read_items(path: str) -> tuple[list, list]:
+    """``(items, dead letters)`` of the JSON Lines file ``path``, read as the audit reads its input: in any
+    encoding its first bytes tell (a BOM; UTF-16, UTF-32), compressed or not, no line held over the
+    record limit (:func:`~fair_forge_beam.io.read.file_lines`), each line parsed and checked as the
+    audit's (:func:`~fair_forge_beam.io.read.line_record`: the same dead letters, with the same reasons);
+    blank lines are no item. A dead letter names the file and the line's number.
+
+    Raises:
+        OSError: the file cannot be opened or read (a compressed file cut short or damaged too)."""
+    from fair_forge_beam.io.edge import open_input
+    from fair_forge_beam.io.elements import dead_letter
+    from fair_forge_beam.io.read import MAX_RECORD_BYTES, ReadError, file_lines, line_record
+
+    items, dead = [], []
+    with open_input(path) as fh:
+        for no, (_, _, payload) in enumerate(file_lines(path, fh, MAX_RECORD_BYTES), 1):
+            line = payload if isinstance(payload, ReadError) else line_record(payload, MAX_RECORD_BYTES)
+            if line is None:
+                continue
+            if line.reason is None:
+                items.append(line.record)
+            else:
+                dead.append(dead_letter("explain.read", line.reason, line.raw, source=f"{path}:{no}"))
+    return items, dead
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -99,30 +120,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ImportError as exc:
         parser.error(str(exc))
     from fair_forge_beam._beam import beam
-    from fair_forge_beam.io.edge import loads
-    from fair_forge_beam.io.elements import dead_letter
     from fair_forge_beam.beam_pipeline import pipeline_options, run_pipeline
     from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
-
-    from fair_forge_beam.io.read import MAX_RECORD_BYTES, ReadError, bounded_lines
-
-    def parse(line_no_text):
-        no, text = line_no_text
-        if isinstance(text, ReadError):  # a line over the record limit, read past in pieces
-            yield beam.pvalue.TaggedOutput("bad", dead_letter("explain.read", text.reason, text.raw, source=f"{args.input}:{no}"))
-            return
-        try:
-            text = text.decode("utf-8")
-            yield loads(text)
-        except Exception as exc:  # bad JSON line: dead letter, never a crash
-            raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
-            import json
-
-            from fair_forge_beam.plain import plain_reason
-
-            # valid JSON that is no text (a lone surrogate) is not "invalid JSON" (trial40 J6's class)
-            why = f"invalid JSON: {exc}" if isinstance(exc, json.JSONDecodeError) else plain_reason(exc)
-            yield beam.pvalue.TaggedOutput("bad", dead_letter("explain.read", why, raw, source=f"{args.input}:{no}"))
 
     from fair_forge_beam.reports.output_folder import MARKER, check_no_other_run, check_output_folder, staged_output
 
@@ -131,19 +130,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check_no_other_run(args.output, "explain")  # another command's run there: the files would mix
     except ValueError as exc:
         parser.error(str(exc))
-    from fair_forge_beam.io.edge import open_input
-
-    try:  # line by line, none held over the record limit (the audit's --max-record-bytes default)
-        with open_input(args.input) as fh:
-            lines = [(i + 1, ln) for i, (_, ln) in enumerate(bounded_lines(fh, MAX_RECORD_BYTES))
-                     if isinstance(ln, ReadError) or ln.strip()]
+    try:  # as the audit reads its input (the --max-record-bytes default): the same dead letters
+        items, unread = read_items(args.input)
     except OSError as exc:
         parser.error(side_file_error("--input", args.input, exc))
     from fair_forge_beam.reports.empty_run import EMPTY_RUN_EXIT_CODE, EmptyRun, fail_empty_run
 
-    if not lines:  # told before the model is loaded: an input with no item is an empty run (exit 4), as the stages'
+    if not items and not unread:  # told before the model is loaded: an input with no item is an empty run (exit 4)
         fail_empty_run(f"no input record ({args.input} holds no item)", args.output, prog="explain", allow_empty=False)
-    repeated = repeated_ids_warning(_id_counts(lines), args.input)  # trial40 J7: said without a word before
+    repeated = repeated_ids_warning(_id_counts(items), args.input)  # trial40 J7: said without a word before
     if repeated:
         import logging
 
@@ -154,11 +149,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         with staged_output(args.output, owned=EXPLAIN_OUTPUTS + (MARKER,)) as stage:
             with run_pipeline(pipeline_options(beam_args)) as p:
-                parsed = p | "Lines" >> beam.Create(lines) | "Parse" >> beam.FlatMap(parse).with_outputs("bad", main="items")
-                out = parsed.items | "Explain" >> ExplainAttributions(loader, args.method, args.granularity, args.seed, args.max_length)
+                out = p | "Items" >> beam.Create(items) | "Explain" >> ExplainAttributions(
+                    loader, args.method, args.granularity, args.seed, args.max_length)
                 write_jsonl(out["results"], os.path.join(stage, "attributions"), "Results")
-                write_jsonl((out["dead_letter"], parsed.bad) | "Dead" >> beam.Flatten(), os.path.join(stage, "dead_letter"),
-                            "DeadLetters")
+                write_jsonl((out["dead_letter"], p | "Unread" >> beam.Create(unread)) | "Dead" >> beam.Flatten(),
+                            os.path.join(stage, "dead_letter"), "DeadLetters")
             n_done = len(read_jsonl_shards(os.path.join(stage, "attributions")))
             from fair_forge_beam.reasons import add_reason, shown_reasons
             from fair_forge_beam.reports.summary import printable

@@ -375,3 +375,74 @@ def test_repeated_ids_are_a_warning_and_an_item_without_an_id_a_dead_letter(tmp_
                        "the item has no 'id'", "the item's 'id' is a list, not text or a number; give every item its own 'id'"
                        ], reasons
     assert "8 item(s)" not in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ fix50b: explain reads as the audit reads
+_BAD_LINES = ["not json", '{"id": "s", "prompt": "a \\ud800", "target": "b"}', '{"id": "r", "id": "q"}']
+
+
+def _audit_reasons(lines: list, encoding: str, folder) -> list:
+    """The reasons the audit's reader gives ``lines`` written in ``encoding`` (its dead letters, in line order)."""
+    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
+    from helpers import fnapi_pipeline
+
+    path, out = folder / f"audit-{encoding}.jsonl", folder / f"audit-{encoding}"
+    path.write_bytes(("\n".join(lines) + "\n").encode(encoding))
+    p = fnapi_pipeline()
+    write_jsonl((p | ReadInteractions(str(path)))["dead_letter"], str(out / "d"), "D")
+    p.run().wait_until_finish()
+    dead = sorted(read_jsonl_shards(str(out / "d")), key=lambda d: int(d["source"].rsplit(":", 1)[1]))
+    return [d["reason"] for d in dead]
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-be", "utf-32"])
+def test_explain_reads_its_input_as_the_audit_reads_its_own(tmp_path, encoding):
+    """fix50b: explain cut its --input at b"\\n" and decoded it as UTF-8 itself: a BOM made its first item
+    "invalid JSON", a UTF-16 or UTF-32 file had no item at all (every line a dead letter). It now reads
+    through the audit's reader: the same items and, for lines that are no item, the audit's dead letters
+    with the same reasons."""
+    from pipelines import explain
+
+    items = [{"id": "1", "prompt": "the cat sat", "target": "on a mat"}, {"id": 2, "prompt": "a dog", "target": "ran"}]
+    import json
+
+    lines = [json.dumps(items[0]), "", *_BAD_LINES, "  \u200b", json.dumps(items[1])]
+    path = tmp_path / "items.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode(encoding))
+    got, dead = explain.read_items(str(path))
+    assert got == items
+    assert [d.reason for d in dead] == _audit_reasons(_BAD_LINES, encoding, tmp_path)
+    assert [d.source for d in dead] == [f"{path}:{n}" for n in (3, 4, 5)]
+
+
+def test_an_explain_item_with_a_nan_id_is_a_dead_letter_as_a_record_with_one_is_for_the_audit(tmp_path):
+    """fix50b: an item whose id was NaN (a pandas export's missing value) was explained under the id
+    "nan", and 3.0 under "3.0"; the audit refuses a NaN id and reads 3.0 as "3"."""
+    from fair_forge_beam.explainability.attributions import read_item_id
+    from fair_forge_beam.schemas.common import id_text
+
+    assert read_item_id({"id": 3.0}) == ("3", None) and read_item_id({"id": -0.0}) == ("0", None)
+    for bad in (float("nan"), float("inf"), 2.5, 2.0**60):
+        with pytest.raises(ValueError) as audit_says:
+            id_text(bad)
+        assert read_item_id({"id": bad}) == (None, f"the item's 'id' {audit_says.value}")
+
+
+def test_explain_of_a_utf16_file_with_a_nan_id_gives_the_audits_dead_letters(tmp_path):
+    """End to end: a UTF-16 --input (BOM) with an item, an item whose id is NaN and a line that is no
+    JSON: one item explained, two dead letters with the audit's reasons (main: 0 explained, exit 4)."""
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    from pipelines import explain
+
+    from fair_forge_beam.io.write import read_jsonl_shards
+
+    inp, out = tmp_path / "items.jsonl", tmp_path / "o"
+    inp.write_bytes(('{"id": 7.0, "prompt": "the cat sat", "target": "on a mat"}\n'
+                     '{"id": NaN, "prompt": "the cat sat", "target": "on a mat"}\nnot json\n').encode("utf-16"))
+    assert explain.main(["--input", str(inp), "--output", str(out), "--model", "tiny-random", "--method", "Occlusion",
+                         "--no-report"]) == 0
+    assert [r["id"] for r in read_jsonl_shards(str(out / "attributions"))] == ["7"]
+    reasons = sorted(d["reason"] for d in read_jsonl_shards(str(out / "dead_letter")))
+    assert reasons[0].startswith("invalid JSON") and reasons[1].startswith("the item's 'id' is NaN, not an id: ")
+    assert reasons[0] == _audit_reasons(["not json"], "utf-16", tmp_path)[0]

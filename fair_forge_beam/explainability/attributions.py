@@ -333,10 +333,12 @@ def compute_attributions(model, tokenizer, prompt: str, target: str, method=Attr
 
 
 def read_item_id(item: Any) -> tuple[Optional[str], Optional[str]]:
-    """``(id, None)``: an item's ``id`` as its attributions carry it (text; a number as its text), or
-    ``(None, why)`` for an item with none to carry: no ``id``, a null or blank one, or one that is not
-    text or a number. Such an item is a dead letter: an attribution row with ``id`` null cannot be
-    joined back to its item (trial40 J7: one was written without a word)."""
+    """``(id, None)``: an item's ``id`` as its attributions carry it, text, read as the audit reads an id
+    (:func:`~fair_forge_beam.schemas.common.id_text`: ``3`` and ``3.0`` are ``"3"``), or ``(None, why)``
+    for an item with none to carry: no ``id``, a null or blank one, one that is not text or a number,
+    or a number that is no id (NaN: a float column's missing value; infinite; not whole). Such an item
+    is a dead letter: an attribution row with ``id`` null cannot be joined back to its item (trial40
+    J7: one was written without a word)."""
     if not isinstance(item, Mapping):
         return None, None  # not an item at all: the item check says so
     value = item.get("id")
@@ -348,7 +350,12 @@ def read_item_id(item: Any) -> tuple[Optional[str], Optional[str]]:
         from fair_forge_beam.plain import json_kind
 
         return None, f"the item's 'id' is {json_kind(value)}, not text or a number; give every item its own 'id'"
-    return str(value), None
+    from fair_forge_beam.schemas.common import id_text
+
+    try:  # as the audit reads an id (fix50b: NaN was the id "nan", 3.0 the id "3.0" where the audit reads "3")
+        return id_text(value), None
+    except ValueError as exc:
+        return None, f"the item's 'id' {exc}"
 
 
 def repeated_ids_warning(counts: Mapping[str, int], where: str) -> Optional[str]:

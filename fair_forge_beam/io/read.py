@@ -615,24 +615,12 @@ class _ParseRecord(beam.DoFn):
         if isinstance(payload, ReadError):
             return [_rejected(payload.reason, payload.raw, where)]
         if isinstance(payload, (bytes, str)):
-            if isinstance(payload, bytes):
-                try:
-                    text = payload.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    field = edge.undecodable_field(payload.decode("utf-8", "surrogateescape"), self.max_record_bytes)
-                    return [_rejected(f"line is not valid UTF-8: {edge.not_utf8_reason(field, exc.reason, exc.start, 'the line')}",
-                                      payload.decode("utf-8", "replace"), where)]
-            else:
-                text = payload
-            text = text.lstrip("\ufeff")  # a UTF-8 byte-order mark is not data
-            if is_blank_line(text):
-                return []  # blank line (whitespace and invisible characters only: blank.is_blank_line): not a record
-            try:
-                rec = edge.loads(text, limit=self.max_record_bytes)
-            except edge.RecordRejected as exc:
-                return [_rejected(str(exc), text, where)]
-            except ValueError as exc:
-                return [_rejected(edge.json_error_reason(exc, text), text, where)]
+            line = line_record(payload, self.max_record_bytes)
+            if line is None:
+                return []
+            if line.reason is not None:
+                return [_rejected(line.reason, line.raw, where)]
+            rec = line.record
         else:
             # objects from Parquet rows or a retriever: the same edge checks as parsed text;
             # Parquet/Python temporal and decimal values become JSON values (ISO 8601, float)
@@ -1125,6 +1113,42 @@ _SKIP_CHUNK = 2**20
 #: every worker reads: a 43 MB file of 100k interactions is 3 ranges, 428 MB 26); and the least
 JSONL_RANGE_BYTES = 16 * 2**20
 _JSONL_MIN_RANGE_BYTES = 2**20
+
+
+class LineRecord(NamedTuple):
+    """What one JSON Lines line holds (:func:`line_record`): its ``record``, or the ``reason`` it is a
+    dead letter and its ``raw`` text."""
+
+    record: Any
+    reason: Optional[str]
+    raw: str
+
+
+def line_record(payload: Union[bytes, str], limit: int = MAX_RECORD_BYTES) -> Optional[LineRecord]:
+    """The record of one JSON Lines line as the audit reads it, whatever command reads the file:
+    ``payload`` a line of :func:`file_lines` (UTF-8 bytes, or text decoded from UTF-16/UTF-32). A
+    line that is not UTF-8, not JSON or fails the edge checks (:func:`fair_forge_beam.io.edge.loads`:
+    nesting, lone surrogates, repeated keys, more values than ``limit`` allows) is a
+    :class:`LineRecord` with a ``reason``; a byte-order mark is not data; a blank line (whitespace and
+    invisible characters only: :func:`~fair_forge_beam.blank.is_blank_line`) is ``None``: no record."""
+    if isinstance(payload, bytes):
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            field = edge.undecodable_field(payload.decode("utf-8", "surrogateescape"), limit)
+            return LineRecord(None, f"line is not valid UTF-8: {edge.not_utf8_reason(field, exc.reason, exc.start, 'the line')}",
+                              payload.decode("utf-8", "replace"))
+    else:
+        text = payload
+    text = text.lstrip("\ufeff")  # a UTF-8 byte-order mark is not data
+    if is_blank_line(text):
+        return None
+    try:
+        return LineRecord(edge.loads(text, limit=limit), None, text)
+    except edge.RecordRejected as exc:
+        return LineRecord(None, str(exc), text)
+    except ValueError as exc:
+        return LineRecord(None, edge.json_error_reason(exc, text), text)
 
 
 def oversized_reason(size: int, limit: int) -> str:
