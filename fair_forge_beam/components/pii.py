@@ -20,7 +20,8 @@ end)`` into the Python string, the matched ``text`` and an optional confidence `
                     digits (spaces between groups of 4 allowed), passing the ISO 7064 mod-97 check
                     (remainder 1)
 ``ip_address``      IPv4 dotted quad (each octet 0–255, written without a leading zero: ``01`` is
-                    no octet) and IPv6 (validated by :mod:`ipaddress`)
+                    no octet) and IPv6 (validated by :mod:`ipaddress`), an IPv4-mapped one
+                    (``::ffff:192.0.2.1``) whole
 ``us_ssn``          US Social Security number ``AAA-GG-SSSS`` (dashes required): area not 000,
                     666 or 900–999, group not 00, serial not 0000 (SSA rules since 2011)
 ==================  ===========================================================================
@@ -141,7 +142,8 @@ _NUMBER_RUN = re.compile(r"\+?\(?[0-9][0-9 ().-]{4,30}[0-9]", re.ASCII)
 _SSN = re.compile(r"[0-9]{3}-[0-9]{2}-[0-9]{4}", re.ASCII)
 _IBAN = re.compile(r"[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{1,4}){3,8}", re.ASCII)
 _IPV4 = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}", re.ASCII)
-_IPV6 = re.compile(r"[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:[0-9A-Fa-f:]{0,35}", re.ASCII)
+#: an IPv6 candidate, its last 32 bits possibly a dotted quad (``::ffff:192.0.2.1``, RFC 4291 §2.2)
+_IPV6 = re.compile(r"[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:[0-9A-Fa-f:.]{0,35}", re.ASCII)
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 #: a card number as written: one run of digits, or groups of 2-6 digits separated by one space or "-"
 _CARD_GROUPS = re.compile(r"[0-9]{13,19}|[0-9]{2,6}(?:[ -][0-9]{2,6}){1,5}", re.ASCII)
@@ -163,7 +165,7 @@ class PatternDetector(PIIDetector):
     """Offline regular-expression detector of :data:`PATTERN_CLASSES` (see the module docstring).
 
     Linear time in ``len(text)``; overlapping candidates are resolved in this order of
-    precedence: IBAN, email, SSN, credit card, IPv4, IPv6, phone. Scores are ``None`` (rules,
+    precedence: IBAN, email, SSN, credit card, IPv6, IPv4, phone. Scores are ``None`` (rules,
     not probabilities). Never raises on str input; non-str input gives no spans.
     """
 
@@ -233,6 +235,19 @@ class PatternDetector(PIIDetector):
             digits = re.sub(r"[^0-9]", "", text[s:e])
             if g and 13 <= len(digits) <= 19 and luhn_valid(digits):
                 add("credit_card", s, e)
+        for m in _IPV6.finditer(text):  # before IPv4: an IPv4-mapped address is one IPv6 address, not its tail
+            s, cand = m.start(), m.group()
+            if _alnum_at(text, s - 1):
+                continue
+            if _alnum_at(text, m.end()):  # runs into a word: only a part before a dot can be an address
+                if "." not in cand:
+                    continue
+                cand = cand[:cand.index(".")]
+            cand = _ipv6_prefix(cand)
+            if not _ipv6(cand) and "." in cand:
+                cand = _ipv6_prefix(cand[:cand.index(".")])
+            if cand.count(":") >= 2 and _ipv6(cand):
+                add("ip_address", s, s + len(cand))
         for m in _IPV4.finditer(text):
             s, e = m.span()
             if _alnum_at(text, s - 1) or text[s - 1:s] == "." or _alnum_at(text, e) or \
@@ -240,15 +255,6 @@ class PatternDetector(PIIDetector):
                 continue
             if all(int(o) <= 255 and (o == "0" or o[0] != "0") for o in m.group().split(".")):
                 add("ip_address", s, e)
-        for m in _IPV6.finditer(text):
-            s, e = m.span()
-            if _alnum_at(text, s - 1) or _alnum_at(text, e):
-                continue
-            cand = m.group()
-            while cand and not _ipv6(cand) and cand.endswith(":") and not cand.endswith("::"):
-                cand = cand[:-1]
-            if cand.count(":") >= 2 and _ipv6(cand):
-                add("ip_address", s, s + len(cand))
         for s, e in runs:
             raw = text[s:e]
             digits = re.sub(r"[^0-9]", "", raw)
@@ -276,6 +282,13 @@ def in_original(text: str, find) -> list:
         out.append(sp._replace(start=start, end=end, text=text[start:end]))
     out.sort(key=lambda sp: (sp.start, sp.end, sp.label))
     return out
+
+
+def _ipv6_prefix(cand: str) -> str:
+    """``cand`` without the trailing ``:`` (not ``::``) and ``.`` that keep it from being an IPv6 address."""
+    while cand and not _ipv6(cand) and (cand.endswith(":") and not cand.endswith("::") or cand.endswith(".")):
+        cand = cand[:-1]
+    return cand
 
 
 def _ipv6(s: str) -> bool:
