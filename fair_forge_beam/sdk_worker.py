@@ -8,17 +8,20 @@ bundle's traceback to stderr before it answers the launcher (``SdkHarness._execu
 stderr in a file (a cron job's ``>> log 2>&1``) that ``print`` raised ``OSError: [Errno 27] File too large``,
 the bundle's answer was never sent, and the launcher waited for it for ever.
 
-**``--quiet``** (:data:`QUIET_WORKERS` set in the environment the workers inherit): a worker is a process of its
-own: the launcher's ``--quiet`` (:class:`fair_forge_beam.progress.QuietLogs`) never reached it, and its root
-logger, given a stderr handler by the first warning Beam logs at import (``apitools not found``) and set to INFO
-by Beam's harness, printed about 60 lines per judge run (``Python sdk harness starting``, ``BatchElements
-statistics``: trial39 T13). Here the worker's stderr handler is installed first, at ERROR, and Python warnings
-are ignored. Its records reach the launcher through Beam's logging service, where ``--quiet`` holds (an
-environment failure's record dropped, every other ERROR shown once): while that service carries them, the
-worker's own stderr shows none of them, nor the traceback Beam's harness prints beside the record it logs of a
-failed bundle (fix47b: each ERROR was printed twice, the worker's line and the launcher's relay, and a failed
-write's traceback about 100 lines in all). What a worker logs before the service is connected or after it is
-closed (a worker that cannot start, its last words) is still shown on its stderr. Then Beam's worker module
+**The worker's own stderr shows what the launcher would show of an in-memory run** (every such worker,
+``--quiet`` or not): a worker is a process of its own, and its root logger, given a stderr handler by the first
+warning Beam logs at import (``apitools not found``) and set to INFO by Beam's harness, printed about 60 lines
+per run of Beam's INFO records (``Python sdk harness starting``, ``BatchElements statistics``, ``Moving 2
+temporary files``: trial39 T13 under ``--quiet``; trial49 without it, where the in-memory run of the same
+command prints one line). Here the worker's stderr handler is installed first, at WARNING (at ERROR under the
+launcher's ``--quiet``, :data:`QUIET_WORKERS` set in the environment the workers inherit, where Python warnings
+are ignored too), and Beam is imported under the package's logging guard (case-006). Its records reach the
+launcher through Beam's logging service, where the launcher's own levels and ``--quiet``
+(:class:`fair_forge_beam.progress.QuietLogs`) hold: while that service carries them, the worker's own stderr
+shows none of them, nor the traceback Beam's harness prints beside the record it logs of a failed bundle
+(fix47b: each ERROR was printed twice, the worker's line and the launcher's relay, and a failed write's
+traceback about 100 lines in all). What a worker logs before the service is connected or after it is closed (a
+worker that cannot start, its last words) is still shown on its stderr. Then Beam's worker module
 runs as ``__main__``, as it would have."""
 from __future__ import annotations
 
@@ -48,6 +51,13 @@ class _NotRelayed(logging.Filter):
         return not relayed()
 
 
+class _NoMainSessionNotice(logging.Filter):
+    """Beam's "No semi_persistent_directory found" notice at a worker's start dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("No semi_persistent_directory found")
+
+
 def _print_unless_relayed(*args, **kwargs) -> None:
     """``print`` for Beam's harness module under ``--quiet``: what it prints to stderr (a failed bundle's traceback,
     which it logs too, as an ERROR record) is dropped while the launcher receives the worker's records."""
@@ -56,17 +66,25 @@ def _print_unless_relayed(*args, **kwargs) -> None:
     print(*args, **kwargs)
 
 
-def quiet_worker_logging() -> None:
-    """The worker's own stderr shows errors only, and none the launcher receives (Beam's later ``basicConfig``
-    finds a handler and adds none)."""
+def worker_logging(quiet: bool) -> None:
+    """The worker's own stderr shows warnings and errors (``quiet``: errors only, and no Python warnings), and
+    none the launcher receives (Beam's later ``basicConfig`` finds a handler and adds none)."""
     import warnings
 
+    from fair_forge_beam.progress import _NoApitoolsNotice
+
     handler = logging.StreamHandler()
-    handler.setLevel(logging.ERROR)
+    handler.setLevel(logging.ERROR if quiet else logging.WARNING)
     handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
     handler.addFilter(_NotRelayed())
+    handler.addFilter(_NoApitoolsNotice())
     logging.getLogger().addHandler(handler)
-    warnings.simplefilter("ignore")
+    # Beam's harness notes at every worker's start that no main session was staged: this package's DoFns
+    # are pickled by reference to its modules and need none (relayed, it was one WARN line per worker); the
+    # harness's module logs as ``__main__``, the name it runs under here (:func:`main`)
+    logging.getLogger("__main__").addFilter(_NoMainSessionNotice())
+    if quiet:
+        warnings.simplefilter("ignore")
     import fair_forge_beam._beam  # noqa: F401 - Beam's first import under the logging guard (case-006)
     from apache_beam.runners.worker import sdk_worker
 
@@ -77,8 +95,7 @@ def main() -> None:
     from fair_forge_beam.console import unfailing_streams
 
     unfailing_streams()  # first: every handler and print of the worker writes through them
-    if os.environ.get(QUIET_WORKERS):
-        quiet_worker_logging()
+    worker_logging(quiet=bool(os.environ.get(QUIET_WORKERS)))
     module = sys.argv[1]
     sys.argv = [module, *sys.argv[2:]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
