@@ -615,13 +615,6 @@ class _BeamWarningsOnce(logging.Filter):
         return True
 
 
-class _NoApitoolsNotice(logging.Filter):
-    """Beam's "apitools not found" notice (a Google Cloud extra this package does not need) dropped."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "apitools not found" not in record.getMessage()
-
-
 class _StderrOfTheMoment(logging.StreamHandler):
     """The command's log handler: it writes to ``sys.stderr`` as it is when a record is written, as
     Python's last-resort handler does, not as it was when the handler was made (trial44 B3:
@@ -665,6 +658,7 @@ def cli_logging() -> None:
     process: the root handler (made only when the root logger has none: a caller's own is kept) writes to
     the ``sys.stderr`` of the moment (:class:`_StderrOfTheMoment`), and each filter is added once (trial44
     B8: one more apitools filter per call, 1,002 after 1,000 calls, 791 µs per log record instead of 31)."""
+    from fair_forge_beam.sdk_worker import NoApitoolsNotice
     from fair_forge_beam.urls import install_log_masking
 
     command_begins()
@@ -676,5 +670,5 @@ def cli_logging() -> None:
     _add_once(logging.getLogger("apache_beam.utils.retry"), _OneLineRetries)
     _add_once(logging.getLogger("apache_beam.utils.subprocess_server"), _ServiceStartAndStopAreDebug)
     for handler in logging.getLogger().handlers:
-        for kind in (_NoApitoolsNotice, _EnvironmentFailureShownOnce, _BeamWarningsOnce):
+        for kind in (NoApitoolsNotice, _EnvironmentFailureShownOnce, _BeamWarningsOnce):
             _add_once(handler, kind)

@@ -51,6 +51,14 @@ class _NotRelayed(logging.Filter):
         return not relayed()
 
 
+class NoApitoolsNotice(logging.Filter):
+    """Beam's "apitools not found" notice (a Google Cloud extra this package does not need) dropped: on a
+    worker's own stderr here, on the launcher's log handler (:func:`fair_forge_beam.progress.cli_logging`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "apitools not found" not in record.getMessage()
+
+
 class _NoMainSessionNotice(logging.Filter):
     """Beam's "No semi_persistent_directory found" notice at a worker's start dropped."""
 
@@ -71,13 +79,11 @@ def worker_logging(quiet: bool) -> None:
     none the launcher receives (Beam's later ``basicConfig`` finds a handler and adds none)."""
     import warnings
 
-    from fair_forge_beam.progress import _NoApitoolsNotice
-
     handler = logging.StreamHandler()
     handler.setLevel(logging.ERROR if quiet else logging.WARNING)
     handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
     handler.addFilter(_NotRelayed())
-    handler.addFilter(_NoApitoolsNotice())
+    handler.addFilter(NoApitoolsNotice())
     logging.getLogger().addHandler(handler)
     # Beam's harness notes at every worker's start that no main session was staged: this package's DoFns
     # are pickled by reference to its modules and need none (relayed, it was one WARN line per worker); the
