@@ -73,3 +73,26 @@ def test_agentic_tools_dead_letter_is_its_interaction():
     assert [d.stage for d in dead] == [TOOLS_STAGE], dead
     _is_the_record(dead[0], x)
     assert json.loads(dead[0].raw)["agentic"] == x.agentic
+
+
+def test_a_read_dead_letters_raw_is_as_docs_data_md_says(tmp_path):
+    """docs/data.md's dead_letter row: a record parsed and then refused is written back as JSON (``1e999``
+    reads ``Infinity``), and ``raw`` holds at most 100,000 characters, a longer one ending with the
+    truncation note; a line that does not parse is kept as read."""
+    from test_reader_hostile import _read_outputs
+
+    long_answer = "a" * 150_000
+    lines = [
+        '{"session_id":1e999,"assistant_id":"a","conversation":[{"qa_id":"q","query":"h","assistant":"x"}]}',
+        json.dumps({"assistant_id": "a", "conversation": [{"qa_id": "q", "query": "h", "assistant": long_answer}]}),
+        '{"session_id": "s3", 1e999',
+    ]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _, dead, _ = _read_outputs(str(tmp_path / "in.jsonl"), tmp_path)
+    assert len(dead) == 3, dead
+    by_source = sorted(dead, key=lambda d: int(d["source"].rsplit(":", 1)[1]))
+    assert "Infinity" in by_source[0]["raw"] and "1e999" not in by_source[0]["raw"], by_source[0]["raw"]
+    raw = by_source[1]["raw"]
+    assert len(raw) < 100_100 and raw.endswith(f"... [truncated, {len(lines[1])} characters in all]"), raw[-80:]
+    assert raw[:100_000] == lines[1][:100_000]
+    assert by_source[2]["raw"].rstrip("\n") == lines[2], by_source[2]["raw"]
