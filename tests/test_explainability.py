@@ -88,17 +88,16 @@ def test_beam_stage_explains_and_dead_letters_bad_items():
 @pytest.mark.slow
 def test_cli_with_the_builtin_tiny_model(tmp_path):
     pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
-    import json
-    import subprocess
-    import sys
+    from pipelines import explain
 
     from fair_forge_beam.io.write import read_jsonl_shards
 
     inp = tmp_path / "items.jsonl"
     inp.write_text('{"id": "1", "prompt": "the cat sat", "target": "on a mat"}\nnot json\n', encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "pipelines.explain", "--input", str(inp), "--output", str(tmp_path / "o"),
-                           "--model", "tiny-random", "--method", "Occlusion"], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    # the command's main in this process (the interpreter of `python -m pipelines.explain` is run by
+    # test_cli_report_on_the_tiny_model; a second one here only imported interpreto again)
+    assert explain.main(["--input", str(inp), "--output", str(tmp_path / "o"), "--model", "tiny-random",
+                         "--method", "Occlusion"]) == 0
     res = read_jsonl_shards(str(tmp_path / "o" / "attributions"))
     dead = read_jsonl_shards(str(tmp_path / "o" / "dead_letter"))
     assert [r["id"] for r in res] == ["1"] and len(res[0]["attributions"]) == 6
@@ -140,12 +139,15 @@ def test_cli_report_on_the_tiny_model(tmp_path):
     inp = tmp_path / "items.jsonl"
     inp.write_text(json.dumps({"id": "1", "prompt": "the <script>alert(1)</script> sat", "target": "on a mat"}) + "\nnot json\n",
                    encoding="utf-8")
-    base = [sys.executable, "-m", "pipelines.explain", "--input", str(inp), "--model", "tiny-random", "--method", "Occlusion"]
-    proc = subprocess.run(base + ["--output", str(tmp_path / "o")], capture_output=True, text=True, timeout=600)
+    from pipelines import explain
+
+    args = ["--input", str(inp), "--model", "tiny-random", "--method", "Occlusion"]
+    proc = subprocess.run([sys.executable, "-m", "pipelines.explain", *args, "--output", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    proc = subprocess.run(base + ["--output", str(tmp_path / "q"), "--no-report"], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert not (tmp_path / "q" / "report.html").exists()
+    # --no-report in this process: the command's main, without a second interpreter importing interpreto again
+    assert explain.main([*args, "--output", str(tmp_path / "q"), "--no-report"]) == 0
+    assert (tmp_path / "q" / "attributions-00000-of-00001.jsonl").exists() and not (tmp_path / "q" / "report.html").exists()
     res = read_jsonl_shards(str(tmp_path / "o" / "attributions"))
     dead = read_jsonl_shards(str(tmp_path / "o" / "dead_letter"))
     page = (tmp_path / "o" / "report.html").read_text(encoding="utf-8")
