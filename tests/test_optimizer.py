@@ -241,20 +241,22 @@ def test_cli_report_escapes_prompts_and_counts_equal_result_json(tmp_path, monke
     import subprocess
     import sys
 
+    from pipelines import optimize
+
     data = _load(GEPA_DATA)
     bad = data[0]["conversation"][1]["query"]
     hostile = "BETTER <script>alert(1)</script> & <b>bold</b> prompt"
     seed = 'SEED <img src=x onerror="alert(2)"> prompt'
     with ScriptedOpenAIServer(scripted(bad_query=bad, proposals=(hostile, "WORSE prompt", "SAME prompt"))) as srv:
         env = dict(os.environ)  # the key variable set (monkeypatch above): a given --api-key-env must name a set one
-        base = [sys.executable, "-m", "pipelines.optimize", "--input", GEPA_DATA, "--model", "opt-model",
+        args = ["--input", GEPA_DATA, "--model", "opt-model",
                 "--base-url", srv.base_url, "--api-key-env", "FFB_TEST_UNSET_KEY", "--judge-cache", str(tmp_path / "c.sqlite3"),
                 "--seed-prompt", seed, "--iterations", "2"]
-        proc = subprocess.run(base + ["--output", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=600)
+        proc = subprocess.run([sys.executable, "-m", "pipelines.optimize", *args, "--output", str(tmp_path / "out")],
+                              capture_output=True, text=True, env=env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        proc2 = subprocess.run(base + ["--output", str(tmp_path / "quiet"), "--no-report"], capture_output=True, text=True,
-                               env=env, timeout=600)
-        assert proc2.returncode == 0, proc2.stderr[-2000:]
+        # --no-report in this process: the command's main, without a second interpreter importing everything again
+        assert optimize.main([*args, "--output", str(tmp_path / "quiet"), "--no-report"]) == 0
     assert (tmp_path / "quiet" / "result.json").exists() and not (tmp_path / "quiet" / "report.html").exists()
     res = json.loads((tmp_path / "out" / "result.json").read_text())
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
