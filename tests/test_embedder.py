@@ -196,6 +196,23 @@ def test_minilm_duplicates_in_one_call_get_one_vector(minilm):
 
 @needs_minilm
 @pytest.mark.slow
+def test_minilm_copies_of_a_window_in_one_call_get_one_forward_pass(minilm):
+    """A repeated answer (the shipped data: 2,042 answers, 1,403 distinct) or a window shared by
+    long texts is run through the model once per call, and every copy gets the bits of the text alone."""
+    texts = TEXTS[3:5] * 3 + ["", ""] + [TEXTS[7], TEXTS[8], TEXTS[7]]
+    windows = {c for t in texts for c, _ in minilm._chunks_locked(t)}
+    passes = []
+    hook = minilm.model[0].register_forward_hook(lambda *a: passes.append(1))
+    try:
+        out = minilm.encode(texts)
+    finally:
+        hook.remove()
+    assert len(passes) == len(windows) < sum(minilm.window_counts(texts))
+    np.testing.assert_array_equal(out, np.stack([minilm.encode([t])[0] for t in texts]))
+
+
+@needs_minilm
+@pytest.mark.slow
 def test_minilm_every_shipped_answer_alone_and_in_random_batches_bit_for_bit(minilm):
     """Every shipped answer (2,042 with duplicates, 27 empty): encoded alone (each distinct text
     once) and inside random seeded batches of random sizes 1–300 of the shuffled list: all bits

@@ -42,6 +42,7 @@ transformers 5.24, on a 2-core machine:
   ``tests/test_embedder.py`` encodes every shipped answer alone and inside random seeded batches
   of 1–300 (caller at 2 torch threads): all bits equal, duplicates included
   (``benchmarks/embedder_invariance.py``: 0 of 300 sampled vectors changed in batches of 7 and 64).
+  Copies of a window in one call (a repeated answer, a shared paragraph) get one forward pass.
 * **Threads**: the forward pass runs with a fixed number of torch intra-op threads
   (``num_threads=1`` by default, restored afterwards) — kernels split their sums differently for
   another thread count (measured with ``benchmarks/embedder_invariance.py``; see its output in
@@ -301,7 +302,7 @@ class SentenceTransformerEmbedder(Embedder):
         normalize_embeddings: L2-normalise rows (cosine = dot product). all-MiniLM-L6-v2 already
             ends with a normalisation layer, so ``False`` changes nothing for it.
         device: torch device (``"cpu"``, ``"cuda"``...).
-        batch_invariant: one forward pass per text (per window of a long text), with
+        batch_invariant: one forward pass per distinct text of a call (per window of a long text), with
             ``num_threads`` threads (see the module docstring). ``True`` by default: a text's
             vector then does not depend on which texts share its call. ``False``: padded
             batches of ``batch_size`` windows (faster, not bit-reproducible).
@@ -515,16 +516,24 @@ class SentenceTransformerEmbedder(Embedder):
     def _windows_locked(self, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per text: the raw vectors of its windows ``(w, d)`` and their word-piece counts ``(w,)``."""
         model = self._model
-        chunked = [self._chunks_locked(t) for t in texts]
+        split: dict[str, list[tuple[str, int]]] = {}
+        chunked = [split[t] if t in split else split.setdefault(t, self._chunks_locked(t)) for t in texts]
         flat = [c for cs in chunked for c, _ in cs]
         if not self.batch_invariant:
             vecs = model.encode(flat, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+            vecs = np.asarray(vecs, dtype=np.float32).reshape(len(flat), -1)
         else:
+            # each distinct window once: its vector is a function of the window alone (below), so a
+            # copy of it in the same call (a repeated answer, a shared paragraph) gets the same bits
+            # without a forward pass of its own
+            distinct = list(dict.fromkeys(flat))
             with _torch_threads(self.num_threads):
                 # one forward pass per window: the shapes of every matrix product depend on this
                 # window alone, so its bits cannot depend on other texts (module docstring)
-                vecs = model.encode(flat, batch_size=1, convert_to_numpy=True, show_progress_bar=False)
-        vecs = np.asarray(vecs, dtype=np.float32).reshape(len(flat), -1)
+                once = model.encode(distinct, batch_size=1, convert_to_numpy=True, show_progress_bar=False)
+            once = np.asarray(once, dtype=np.float32).reshape(len(distinct), -1)
+            row = {w: i for i, w in enumerate(distinct)}
+            vecs = once[[row[w] for w in flat]]
         out, k = [], 0
         for cs in chunked:
             w = len(cs)
