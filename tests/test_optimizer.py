@@ -184,18 +184,17 @@ def test_declared_defaults_match_the_constructors():
 @pytest.mark.slow
 def test_cli_writes_result_and_dead_letters(tmp_path, monkeypatch):
     monkeypatch.setenv("FFB_TEST_UNSET_KEY", "sk-test-not-a-real-key")  # a given --api-key-env must be set (issue 28)
-    import subprocess
-    import sys
+    from pipelines import optimize
 
     data = _load(GEPA_DATA)
     bad = data[0]["conversation"][1]["query"]
+    # the command's main in this process (a real `python -m pipelines.optimize` is run by
+    # test_cli_report_escapes_prompts_and_counts_equal_result_json; a second interpreter here only imported again)
     with ScriptedOpenAIServer(scripted(bad_query=bad)) as srv:
-        env = dict(os.environ)  # the key variable set (monkeypatch above): a given --api-key-env must name a set one
-        cmd = [sys.executable, "-m", "pipelines.optimize", "--input", GEPA_DATA, "--output", str(tmp_path / "out"),
-               "--model", "opt-model", "--base-url", srv.base_url, "--api-key-env", "FFB_TEST_UNSET_KEY",
-               "--judge-cache", str(tmp_path / "c.sqlite3"), "--seed-prompt", "SEED prompt", "--iterations", "2"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+        code = optimize.main(["--input", GEPA_DATA, "--output", str(tmp_path / "out"),
+                              "--model", "opt-model", "--base-url", srv.base_url, "--api-key-env", "FFB_TEST_UNSET_KEY",
+                              "--judge-cache", str(tmp_path / "c.sqlite3"), "--seed-prompt", "SEED prompt", "--iterations", "2"])
+    assert code == 0
     res = json.loads((tmp_path / "out" / "result.json").read_text())
     assert res["optimized_prompt"] == "BETTER prompt" and res["n_dead"] == 4 and res["method"] == "gepa"
     assert len((tmp_path / "out" / "dead_letter.jsonl").read_text().splitlines()) == 4
