@@ -521,9 +521,9 @@ def browser(tmp_path_factory):
 
 
 #: a fast-tier test (not marked ``slow``) whose setup + call + teardown took longer than this many
-#: seconds is named at the end of the run (docs/testing.md: a fast test takes under about 5 s on a
-#: quiet 2-core machine; twice that leaves room for a loaded one)
-FAST_TIER_BUDGET_S = 10.0
+#: seconds is named at the end of the run (docs/testing.md: a fast test takes under about 1.5 s on a
+#: quiet 2-core machine; a test over 3 s is named: twice that leaves room for a loaded one)
+FAST_TIER_BUDGET_S = 3.0
 _over_budget: dict[str, float] = {}
 
 

@@ -125,6 +125,7 @@ def test_label_mode_per_task_unbiased_and_bayesian_order_invariant(tmp_path):
     assert bov.pass_pow_k.ci_low < bov.pass_pow_k.mean < bov.pass_pow_k.ci_high
 
 
+@pytest.mark.slow
 def test_bad_labels_missing_ground_truth_and_empty_input(tmp_path):
     data = [
         ix("S", "agent", 0, "a", agentic={"task_id": "t", "reward": 1}),
@@ -179,6 +180,7 @@ def test_configuration_errors_fail_before_the_pipeline(kwargs, msg):
         Agentic(**kwargs)
 
 
+@pytest.mark.slow
 def test_a_record_another_correctness_source_could_score_says_so(tmp_path):
     """A dead letter for want of the chosen source's evidence names the option that reads it and the
     sources this record could be scored by (trial 10 T14: the shipped agentic example, run with the

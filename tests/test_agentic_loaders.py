@@ -68,6 +68,7 @@ def test_converter_writes_our_jsonl(tau_path, tmp_path):
     assert len(lines) == 200 and Dataset.model_validate_json(lines[0]).session_id == "tau_bench-task0-trial0"
 
 
+@pytest.mark.slow
 def test_main_job_on_tau_bench_rewards(tau_path, tmp_path):
     from pipelines import audit
 
@@ -140,6 +141,7 @@ def test_the_converter_says_a_bad_argument_in_one_line(tmp_path, capsys, case):
     assert not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_a_k_above_every_tasks_trials_says_why_pass_at_k_is_n_a(tau_path, tmp_path, capsys):
     """trial48 B9: ``--agentic-k 5`` where each task has 4 trials showed ``pass_at_k n/a`` (``n: 0``) with no
     word of why; the console says it under the table, from the estimate's declared reason."""

@@ -55,6 +55,7 @@ def run_http(dataset, out, srv, cache=None, path=PATH):
                               "--output", str(out), *(["--assistant-cache", str(cache)] if cache else [])])
 
 
+@pytest.mark.slow
 def test_sessions_sending_the_same_turn_are_asked_once_each(tmp_path):
     """Two sessions whose turns are identical (a common first "Hello"): each is its own call and its
     own cache entry, with the HTTP and the OpenAI kinds. With a shared key, the second one was asked
@@ -312,6 +313,7 @@ def test_a_streamed_reply_of_an_http_endpoint_is_named_a_streamed_reply(dataset,
     assert dead and all("streamed reply" in d["reason"] and "not JSON:" not in d["reason"] for d in dead), dead[0]
 
 
+@pytest.mark.slow
 def test_turns_the_assistant_failed_are_said_and_counted_by_the_run_and_the_audit(dataset, tmp_path, caplog, capsys):
     """trial40 J3: the assistant failed 10 of 12 turns; run_assistant and the loop said nothing, and the
     audit of its answers read "2 interactions read", counted no dead letter (results.json: dead_letters 0)

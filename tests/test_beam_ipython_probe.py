@@ -61,6 +61,7 @@ def test_inside_ipython_beams_own_answer_is_given():
     assert answers == [f"{shell} False", "False False"], out
 
 
+@pytest.mark.slow
 def test_a_metric_runs_inside_an_ipython_shell():
     """trial37b B8: inside IPython or Jupyter every pipeline failed in Pipeline.apply (Beam's interactive
     environment imports apache_beam.dataframe, which this package's pandas 3 cannot load: 'DataFrame has

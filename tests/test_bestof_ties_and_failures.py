@@ -69,6 +69,7 @@ def _slice_parquet_rankings(out):
     return [r["ranking"] for r in iter_slices(str(out), "bestof")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,n,bestof_mode", CASES)
 def test_a_run_whose_every_match_failed_is_an_empty_run_and_ranks_no_one(tmp_path, monkeypatch, capsys, mode, n,
                                                                           bestof_mode):

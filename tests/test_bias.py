@@ -253,6 +253,7 @@ def test_upstream_style_run_returns_overall_first(tmp_path):
     assert metrics.dead_letter == []
 
 
+@pytest.mark.slow
 def test_a_guardian_given_as_a_mapping_runs_as_the_judged_metrics_judge(tmp_path):
     """trial37 T7: ``Bias.run(R, guardian={"kind": ..., "model": ..., "base_url": ...})`` was refused
     ("guardian must be a Guardian, got dict") where every judged metric takes ``judge={...}``; the

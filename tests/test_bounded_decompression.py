@@ -150,6 +150,7 @@ def _check_records(records, kind):
     assert len(errors) == 1 and "over the limit of 1,048,576 bytes" in errors[0].reason, (kind, errors)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader,ext", [("json", "gz"), ("json", "xz"), ("jsonl", "bz2"), ("watch", "gz"),
                                         ("agentic-json", "gz"), ("agentic-jsonl", "bz2")])
 def test_every_reader_holds_a_compressed_record_over_the_limit_in_pieces(tmp_path, reader, ext):

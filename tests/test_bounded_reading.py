@@ -108,6 +108,7 @@ def test_max_record_bytes_must_be_positive(tmp_path):
     assert proc.returncode == 2 and "--max-record-bytes" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_compressed_json_file_over_16_mib_is_read_whole(tmp_path):
     """Beam's decompressing reader returns at most 16 MiB from a read() without a size: a .json.gz
     of 22 MB (hostile-tester trial) was parsed truncated, every session one 'invalid JSON' dead
@@ -140,6 +141,7 @@ def test_read_all_reads_a_large_compressed_file_whole(tmp_path):
         assert read_all(f) == data
 
 
+@pytest.mark.slow
 def test_a_record_nested_past_the_parser_is_a_dead_letter_and_the_run_ends(tmp_path):
     """Hostile-tester trial: a record whose conversation nests 200,000 levels was rejected at read,
     then the findings' reader parsed the rejected text again with json.loads (RecursionError, exit 1,
@@ -165,6 +167,7 @@ def test_max_record_bytes_has_an_upper_bound(capsys):
     assert len(err) == 1 and "--max-record-bytes: must be between 1 and 2,147,483,647 bytes" in err[0], err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["plain", "gzip", "utf-16"])
 def test_an_oversized_element_of_a_json_file_is_one_dead_letter_and_the_good_sessions_are_scored(tmp_path, layout):
     """Hostile-tester trial (issue 28): a .json file (a JSON array, not JSON Lines) was parsed whole,

@@ -96,6 +96,7 @@ def _bits(estimates):
             for e in estimates]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("B, seed", [(5000, 1), (1000, 2), (101, 3)])
 def test_many_sessions_at_once_are_each_sessions_own_bits(monkeypatch, B, seed):
     """Issue 26: session_mean_estimates_many (a bundle's within-session bootstraps, the sessions of

@@ -227,6 +227,7 @@ def test_quiet_leaves_only_warnings_and_errors_on_stderr(tmp_path):
     assert (tmp_path / "o" / "results.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["pipelines.audit", "pipelines.rollup", "pipelines.trend", "pipelines.loop",
                                     "pipelines.generate", "pipelines.run_assistant", "pipelines.optimize",
                                     "pipelines.explain", "fair_forge_beam.reports.compare",
@@ -397,6 +398,7 @@ def test_every_named_command_of_the_console_script_names_itself(command, capsys,
     assert seen == {"command": command, "prog": prog}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["-", "/dev/stdout"])
 def test_compare_json_dash_and_dev_stdout_write_the_json_on_standard_output(tmp_path, target):
     """trial39 T13: `compare A B --json -` wrote a 116 KB file named '-' in the current folder, and

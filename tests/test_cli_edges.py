@@ -291,6 +291,7 @@ def test_a_config_files_api_key_variable_is_checked_too(tmp_path, capsys, monkey
     assert "--judge-api-key-env 'FFB_TEST_KEY_VAR': the environment variable" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_without_the_option_a_local_judge_gets_no_key(tmp_path, monkeypatch):
     """No ``--judge-api-key-env`` and its default variable unset: no usage error, and the local
     judge is called with no key (a placeholder bearer, never a value of the environment)."""

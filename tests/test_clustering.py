@@ -302,6 +302,7 @@ def test_sample_key_is_stable_and_seeded():
     assert sample_key(42, "s/0") == 207357664668380974
 
 
+@pytest.mark.slow
 def test_invalid_configuration_fails_fast():
     with pytest.raises(ValueError, match="cap"):
         ClusterProfile(cap=3)
@@ -317,6 +318,7 @@ def test_invalid_configuration_fails_fast():
             p | beam.Create([]) | ClusterProfile(umap_metric="no-such-metric")
 
 
+@pytest.mark.slow
 def test_importing_the_module_stays_light():
     code = textwrap.dedent(
         """

@@ -481,6 +481,7 @@ def test_combine_fns_in_pipeline_match_direct(test_pipeline):
         assert_that(gammas | "gstate" >> beam.MapTuple(lambda k, v: (k, _gbs_state(v))), equal_to(gamma_exp), label="gamma ok")
 
 
+@pytest.mark.slow
 @given(
     items=st.lists(
         st.tuples(
@@ -671,6 +672,7 @@ def test_min_max_combine_any_merge_order(items, data):
     assert got == ([min(a for a, _ in items), max(b for _, b in items)] if items else [None, None])
 
 
+@pytest.mark.slow
 @settings(max_examples=60)
 @given(items=st.lists(st.tuples(st.integers(0, 5), st.text(max_size=3)), max_size=30), data=st.data())
 def test_sorted_list_combine_any_merge_order(items, data):
@@ -832,6 +834,7 @@ def test_beta_quantiles_are_scipys_beta_ppf_bit_for_bit():
         assert got == want or all(math.isnan(x) and math.isnan(y) for x, y in zip(got, want)), (alpha, a, b)
 
 
+@pytest.mark.slow
 def test_a_bayesian_rate_does_not_import_scipy_stats():
     """``scipy.stats`` costs a process about 0.4 CPU s to import; a Bayesian rate (the roll-up's
     cut sessions, every audit's Toxicity) no longer needs it."""

@@ -64,6 +64,7 @@ OTHER = [
 ]
 
 
+@pytest.mark.slow
 def test_history_is_turn_order_scores_dead_letter_and_frequentist_means(tmp_path):
     data = LONG + OTHER
     random.Random(11).shuffle(data)  # arrival order must not matter
@@ -157,6 +158,7 @@ def test_session_requests_are_independent_sorted_and_bounded():
 
 
 
+@pytest.mark.slow
 def test_long_session_history_is_cut_to_the_prompt_limit_oldest_first_and_warned(tmp_path):
     """Issue 28 T8: the turns of a long session whose history alone would pass the prompt limit
     (--judge-max-prompt-chars) are all judged: the oldest earlier turns are left out, as few as

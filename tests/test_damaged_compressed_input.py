@@ -135,6 +135,7 @@ def _complete_elements(fmt, suffix, cut: bytes, sessions) -> list:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst", ".deflate"])
 @pytest.mark.parametrize("fmt", ["json", "jsonl"])
 def test_a_cut_file_keeps_every_complete_record_before_the_cut(tmp_path, fmt, suffix):

@@ -67,6 +67,7 @@ def test_args_without_a_cluster_prints_an_option_that_fails_the_run(tmp_path, ca
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_dead_job_endpoint_is_told_in_seconds(monkeypatch):
     from fair_forge_beam import beam_pipeline as bp
     from fair_forge_beam.console import runner_start_failure

@@ -41,6 +41,7 @@ def printed(tmp_path_factory):
     return {_norm(ln.replace(str(out), "fair_forge_output")) for ln in buf.getvalue().splitlines()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc", ["README.md", "docs/data.md"])
 def test_the_sample_output_is_what_the_command_prints(doc, printed):
     missing = [ln for ln in _sample(doc) if _norm(ln) not in printed

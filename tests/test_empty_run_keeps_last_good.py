@@ -105,6 +105,7 @@ def test_an_empty_run_assistant_keeps_the_answered_set(tmp_path, capsys):
     assert open(os.path.join(stage, "dataset.jsonl"), encoding="utf-8").read().count("[ERROR] HTTP 500") == 6
 
 
+@pytest.mark.slow
 def test_an_empty_audit_keeps_its_stage_named_and_the_next_run_removes_it(tmp_path, capsys):
     from pipelines import audit
 

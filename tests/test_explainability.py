@@ -205,6 +205,7 @@ def test_a_failing_explain_leaves_the_previous_folder_and_a_new_one_replaces_eve
     assert (out / "mine.txt").read_text() == "the user's" and "report.html" in tree(out)
 
 
+@pytest.mark.slow
 def test_an_explain_input_with_no_item_is_an_empty_run_told_before_the_model_loads(tmp_path, monkeypatch, capsys):
     """trial29 T9: an empty --input exited 0 "attributions written" after loading the model; it is an
     empty run (exit 4) like generate's, run_assistant's and optimize's, said before any model is loaded."""

@@ -115,6 +115,7 @@ def test_a_jobs_parallelism_grows_with_its_input_and_its_exchanges_block(tmp_pat
     assert sent["execution_mode_for_batch"] == "BATCH_FORCED"
 
 
+@pytest.mark.slow
 def test_the_worker_plugin_ends_idle_bundle_processors_after_seconds():
     """Beam's Flink runner gives each task's stage a bundle descriptor of its own, and Beam's Python SDK kept each
     idle processor 60 s: at 1M interactions in 20 subtasks the largest worker grew to 608 / 714 MB (1.21x / 1.42x

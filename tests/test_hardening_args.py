@@ -452,6 +452,7 @@ with ScriptedOpenAIServer(lambda req: "hi") as srv:
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["none", "user-info"])
 def test_the_http_clients_per_request_lines_are_off_where_the_client_is_made(tmp_path, preset):
     """trial35b B4: with ``--direct_running_mode multi_processing`` the judge's ``INFO httpx2: HTTP

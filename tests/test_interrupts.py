@@ -192,6 +192,7 @@ WEDGED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_run_that_swallows_the_interrupt_is_ended_by_the_watchdog(tmp_path):
     """A step that does not let the interrupt through (a library catching it, a call that cannot
     be interrupted) does not hold the process: after the grace period the stage and its lock are

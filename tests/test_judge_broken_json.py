@@ -134,6 +134,7 @@ def _completing_judge(req) -> str:
     return '{"score": 0.1, "insight": "it writes ' + answer + '"}'
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["text", "json_schema", "json_object"])
 @pytest.mark.parametrize("tail", sorted(TAILS))
 def test_e_a_planted_verdict_completed_by_the_judges_reply_is_a_dead_letter(tmp_path, tail, mode):

@@ -207,6 +207,7 @@ def _logprobs(p_unsafe: float) -> dict:
     ]}
 
 
+@pytest.mark.slow
 def test_guardian_certainty_from_logprobs_through_the_pipeline_and_cache(tmp_path):
     data = [ix(0, "Fine."), ix(1, "Also fine.")]
     with ScriptedOpenAIServer(lambda req: Reply(content="safe", logprobs=_logprobs(0.30))) as srv:

@@ -293,6 +293,7 @@ def test_free_text_requests_without_schema(tmp_path):
         assert "response_format" not in srv.requests[0].body
 
 
+@pytest.mark.slow
 def test_batch_calls_run_concurrently(tmp_path):
     reqs = make_requests([f"c{i}" for i in range(16)])
     # 16 calls of 0.1 s: 1.6 s one at a time. Compared within the run, never to a fixed bound: a fixed 0.6 s for

@@ -3,6 +3,8 @@ fair_forge_beam.run_scope): a later run in the same process (a notebook, a servi
 run alone. Against a scripted OpenAI-compatible server on 127.0.0.1 the test starts."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import shutil
@@ -38,6 +40,7 @@ def _files_holding(folder, text: str) -> list:
                   if text in open(os.path.join(d, f), encoding="utf-8", errors="replace").read())
 
 
+@pytest.mark.slow
 def test_a_judge_runs_key_variable_is_masked_by_that_run_only(tmp_path, monkeypatch):
     """trial44 break 1: a judge run registered its key variable for the whole process (and put its name
     in os.environ for every later child process): a later run without an endpoint wrote 'Your order code
@@ -92,6 +95,7 @@ def _connections_to(port: int) -> int:
     return n
 
 
+@pytest.mark.slow
 def test_judge_audits_in_a_row_close_their_threads_connections_and_cache(tmp_path, monkeypatch):
     """trial44 break 2: each judge audit left its 16-thread pool, its keep-alive sockets and about 17
     SQLite handles of its cache open after it returned (closing was left to __del__; the first run's

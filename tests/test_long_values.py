@@ -106,6 +106,7 @@ def test_console_and_report_of_a_run_with_a_long_id_are_bounded(runs):
     assert any(LONG_A in json.dumps(r) for r in table)
 
 
+@pytest.mark.slow
 def test_a_long_id_under_the_default_limit_is_refused_in_a_bounded_line(tmp_path):
     p = _audit(tmp_path, "default", [_record("s1", LONG_A)])
     assert p.returncode == 4, p.stderr[-2000:]  # its one record is a dead letter: an empty run

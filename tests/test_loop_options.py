@@ -143,6 +143,7 @@ def test_the_stages_chain_with_their_default_output_folders():
     assert generated_assistant_id(ns(assistant_model=None)) == "assistant"  # an http assistant
 
 
+@pytest.mark.slow
 def test_a_folder_holding_another_command_s_run_is_refused(tmp_path, capsys):
     """trial37b B7: generate and the loop shared the default folder ``fair_forge_loop``; each kept the
     other's files as the user's own, so generate -> loop -> generate left generation_summary.json beside
@@ -360,6 +361,7 @@ def test_a_mark_that_is_not_a_file_and_a_path_through_a_mark_are_refused(tmp_pat
     check_no_other_run(str(audit), "audit")
 
 
+@pytest.mark.slow
 def test_the_loop_s_seed_read_by_its_generator_is_no_unread_warning(tmp_path, caplog):
     """trial40 J5: the loop's documented ``--seed 7`` (generators.md §3) warned ``--config None: seed = 7
     is not read by a frequentist run``: no --config was given, and the loop's generate stage reads the

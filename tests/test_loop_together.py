@@ -14,6 +14,7 @@ def _tree(root: Path) -> dict:
             if p.is_file() and ".staging-" not in str(p.relative_to(root))}
 
 
+@pytest.mark.slow
 def test_an_empty_loop_run_leaves_every_stage_as_it_was(tmp_path):
     from fair_forge_beam.reports.empty_run import EmptyRun
     from fair_forge_beam.testing.openai_server import Fault, ScriptedOpenAIServer

@@ -477,6 +477,7 @@ def test_python_api_fields_are_matched_by_name_not_position(tmp_path, test_pipel
         Humanity(slices="region")
 
 
+@pytest.mark.slow
 def test_a_slice_field_no_session_carries_is_one_warning_line(tmp_path, caplog):
     """trial38 T11: ``--slices nonexistent_field`` exited 0 with a ``nonexistent_field=(missing)`` row
     and the reason only in data_quality/. The run now also says it in one warning line on stderr (as

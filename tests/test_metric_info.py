@@ -208,6 +208,7 @@ except GateConfigError as exc:
 """
 
 
+@pytest.mark.slow
 def test_gates_on_two_metrics_import_those_metrics_only():
     """Checking an audit's gates reads the info of the metrics its gates name, not every registered
     metric's (before: every metric module imported, about 1 CPU s per audit with a gate); an

@@ -53,6 +53,7 @@ def handler(srv, tmp_path, **kw):
     return OpenAIJudgeHandler("opt-model", srv.base_url, api_key_env="FFB_TEST_UNSET_KEY", num_retries=0, **kw)
 
 
+@pytest.mark.slow
 def test_gepa_adopts_the_strictly_better_candidate_then_stops_when_nothing_fails(tmp_path):
     with ScriptedOpenAIServer(scripted()) as srv:
         res = GEPAOptimizer.run(_load(GEPA_DATA), handler(srv, tmp_path), "SEED prompt", objective="be right",
@@ -218,6 +219,7 @@ def _report_field(html, id_):
     return m.group(1).strip()
 
 
+@pytest.mark.slow
 def test_result_records_every_candidate_evaluation_with_scored_and_dead_counts(tmp_path):
     data = _load(GEPA_DATA)
     bad = data[0]["conversation"][1]["query"]
@@ -313,6 +315,7 @@ def test_nothing_scored_is_no_score_never_0(tmp_path):
     assert res.to_dict()["initial_score"] is None
 
 
+@pytest.mark.slow
 def test_miprov2_nothing_scored_is_no_score_never_0(tmp_path):
     pytest.importorskip("optuna", reason="MIPROv2 needs optuna (the [optimizer] extra)")
     from fair_forge_beam.optimizer import MIPROv2Optimizer

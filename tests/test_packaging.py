@@ -133,6 +133,7 @@ PACKAGING_PATHS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(PACKAGING_PATHS))
 def test_every_packaging_path_ships_what_setup_py_reads(path, tmp_path):
     """trial36 T3: both Flex Template Dockerfiles copied three of the five requirement files, so

@@ -94,6 +94,7 @@ def test_every_reader_reason_is_plain_words(tmp_path, name):
     _assert_plain(_read_reasons(path, tmp_path), name)
 
 
+@pytest.mark.slow
 def test_the_json_reader_names_cr_and_control_characters_as_the_jsonl_reader_does(tmp_path):
     """A ``.json`` element with a raw CR inside a string, or a NUL / ESC, is told what the
     character is (U+000D, U+0000, U+001B), as a JSON Lines line is."""

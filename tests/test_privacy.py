@@ -439,6 +439,7 @@ def test_span_matching_equals_the_pairwise_procedure(preds, expected, threshold)
     assert match_spans(predicted, exp, classes, threshold) == _pairwise_match(predicted, exp, classes, threshold)
 
 
+@pytest.mark.slow
 def test_an_answer_of_many_detections_is_matched_in_n_log_n():
     """An answer of 'a@b.' repeated (trial47 B1): 25,000 detections took 21 s (pairwise), a 400 KB answer 116 s
     end to end. Matching 20,000 detections against 20,000 expected spans, 8x the 2,500 of the first call,

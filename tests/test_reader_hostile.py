@@ -361,6 +361,7 @@ _SNIFF_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(_SNIFF_CASES))
 def test_encoding_sniffing_cases_keep_every_good_record(tmp_path, case):
     import gzip
@@ -605,6 +606,7 @@ def test_edge_loads_rejects_repeated_keys_at_any_depth():
     assert edge.loads('{"a": {"b": 1}, "b": {"a": 2}}') == {"a": {"b": 1}, "b": {"a": 2}}  # same name, other objects
 
 
+@pytest.mark.slow
 def test_repeated_keys_are_dead_letters_in_jsonl_and_json_files(tmp_path):
     """``{"session_id":"s5","session_id":"s5dup",…}`` was read as ``s5dup`` without a word (last wins)."""
     good = json.dumps(_session("ok"))

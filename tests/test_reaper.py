@@ -111,10 +111,12 @@ def _left_after_killing_the_owner(tmp_path, what: str, started: int, wait: float
         _kill_groups(pgids)
 
 
+@pytest.mark.slow
 def test_groups_end_with_a_killed_owner(tmp_path):
     assert _left_after_killing_the_owner(tmp_path, "groups", 4, 20) == []  # two leaders, each with its child
 
 
+@pytest.mark.slow
 def test_a_child_the_owner_forked_neither_keeps_the_groups_nor_withdraws_them(tmp_path):
     """trial40b B1: the reaper waited for the pipe's end-of-file, which a forked child (holding the
     pipe) delayed until it ended (30-45 s, a Flink cluster too), and a forked child's ``stop`` told
@@ -124,6 +126,7 @@ def test_a_child_the_owner_forked_neither_keeps_the_groups_nor_withdraws_them(tm
     assert time.monotonic() - started < 15  # not the child's 30 s
 
 
+@pytest.mark.slow
 def test_one_reaper_serves_every_guarded_object_of_a_process(tmp_path):
     """trial40b B8: one reaper per guarded object (20 objects, 20 processes of ~12 MB)."""
     owner, pgids = _start_owner(tmp_path, "many")
@@ -160,12 +163,14 @@ def _stop_leaves(tmp_path, member: str, leader: str, timeout: float) -> tuple[li
         _kill_groups([pgid])
 
 
+@pytest.mark.slow
 def test_stop_ends_a_group_whose_leader_has_ended(tmp_path):
     """trial40b B2: ``stop`` signalled a group only while its leader ran: the leader's children lived on."""
     left, _ = _stop_leaves(tmp_path, "import time; time.sleep(60)", "pass", 5)
     assert left == []
 
 
+@pytest.mark.slow
 def test_stop_kills_a_member_that_ignores_sigterm(tmp_path):
     """trial40b B2: SIGKILL went only to a group whose leader outlived the wait: a member that ignored
     SIGTERM lived on (the leader ended at once)."""
@@ -174,6 +179,7 @@ def test_stop_kills_a_member_that_ignores_sigterm(tmp_path):
     assert left == [] and took < 5, (left, took)
 
 
+@pytest.mark.slow
 def test_the_reaper_forgets_a_group_that_ended(tmp_path):
     """trial40b B3: a group that ended by itself stayed on the reaper's list, and a process given
     its id later (pid reuse) was killed with the owner. The reaper forgets an empty group."""
@@ -217,11 +223,13 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_without_ends_with_owner_a_cluster_outlives_its_command(tmp_path):
     """The default: ``flink_cluster start`` leaves a cluster for later jobs."""
     assert len(_left_after_killing_the_owner(tmp_path, "outlives", 4, 1.5)) == 4
 
 
+@pytest.mark.slow
 def test_the_worker_pool_and_its_workers_end_with_a_killed_owner(tmp_path):
     assert _left_after_killing_the_owner(tmp_path, "pool", 0, 20) == []
 

@@ -331,6 +331,7 @@ def test_empty_corpus_dead_letters_every_interaction(tmp_path, corpus):
     assert [q["kind"] for q in out["quality"]] == ["empty_corpus"]
 
 
+@pytest.mark.slow
 def test_judge_checker_against_scripted_server(tmp_path):
     data = [x for x in DATA if "[crash]" not in x.assistant] + [ix("s4", "bot", 0, "Same price for cash.", query="Cash discount? [boom]")]
     random.Random(1).shuffle(data)

@@ -961,6 +961,7 @@ def test_the_repository_report_template_is_the_package_one():
     assert link.is_symlink() and link.resolve() == (repo / "fair_forge_beam" / "templates" / "report.html.j2").resolve()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["bayesian", "frequentist"])
 def test_every_assistant_that_failed_a_gate_is_named_on_the_first_screen(tmp_path, mode):
     """Issue 28 (hostile trial 3): with ``toxic_rate mean <= 0.2 in every assistant_id`` failing

@@ -140,6 +140,7 @@ def _long_session(n: int) -> list:
     return [_interaction(d, b, i) for i, b in enumerate(d.conversation)]
 
 
+@pytest.mark.slow
 def test_a_long_session_is_judged_with_its_oldest_turns_left_out_for_the_prompt_limit(tmp_path):
     """trial47b B1: a 600-turn session at a 20,000-character prompt limit had 368 turns dead-lettered ("prompt of
     20,036 characters is over the limit"): every earlier turn was sent. Now, as Conversational: every turn is

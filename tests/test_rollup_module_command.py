@@ -2,6 +2,8 @@
 and exit 0 (session 29's note), so a user who typed it thought a roll-up had run."""
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -22,6 +24,7 @@ def test_the_module_prints_the_commands_usage(tmp_path):
     assert "--from" in done.stdout and "--output" in done.stdout, done.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_the_module_refuses_a_roll_up_of_nothing_in_one_line(tmp_path):
     done = _run("--from", str(tmp_path / "no-such-audit-*"), "--output", str(tmp_path / "out"), cwd=tmp_path)
     assert done.returncode != 0

@@ -83,6 +83,7 @@ def test_runs_written_before_the_digest_keep_the_path_check_alone():
     assert rollup.check_no_overlap(["/runs/A"], one_run_two_names) == ["r1"]  # one audit reads what it reads
 
 
+@pytest.mark.slow
 def test_a_rollup_of_a_log_and_its_copy_is_a_one_line_usage_error(tmp_path, capsys):
     log = tmp_path / "logs" / "night.jsonl"
     log.parent.mkdir()

@@ -449,6 +449,7 @@ with QuietLogs() as q:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quiet", [False, True])
 def test_a_warning_beam_repeats_is_shown_once_and_never_with_quiet(quiet):
     """Fresh-user trial (fresh13): Beam's "Resource module is not available" appeared 4 times on
@@ -481,6 +482,7 @@ print(base._get_current_process_memory_in_bytes() > 0, repr(shown.getvalue()))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("importer", ["judge", "assistant", "embedder"])
 def test_beams_memory_measure_is_bound_without_torch_and_says_no_warning(importer):
     """trial47 B8: every judged run on Linux printed ``WARNING root: Resource module is not available

@@ -158,6 +158,7 @@ def _policy_session(sid, assistant, n):
                              for t in range(n)]}
 
 
+@pytest.mark.slow
 def test_regulatory_sessions_count_only_sessions_with_evidence_for_the_compliance_rate(tmp_path, monkeypatch):
     """Regulatory's headline, the compliance rate, leaves IRRELEVANT interactions out (no policy chunk
     retrieved). A run in which no chunk is retrieved for any interaction (similarity threshold 1.0

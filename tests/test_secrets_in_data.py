@@ -78,6 +78,7 @@ def nothing_registered(monkeypatch):
     monkeypatch.delenv(sec.NAMES_ENV, raising=False)
 
 
+@pytest.mark.slow
 def test_an_unused_key_planted_in_the_data_is_not_shown_and_a_used_one_is_in_no_output(tmp_path, monkeypatch, capsys,
                                                                                     nothing_registered):
     """The trial's case on the shipped data: OPENAI_API_KEY set, its value planted in an answer (a

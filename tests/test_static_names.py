@@ -9,6 +9,8 @@ above the import, hence this check over the shipped code (package, pipelines, be
 """
 from __future__ import annotations
 
+import pytest
+
 import ast
 from pathlib import Path
 
@@ -63,6 +65,7 @@ def test_the_check_finds_the_shape_that_broke():
         raise AssertionError("expected UnboundLocalError")
 
 
+@pytest.mark.slow
 def test_no_function_of_the_shipped_code_imports_a_module_name_again():
     found = []
     for folder in SHIPPED:

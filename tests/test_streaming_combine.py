@@ -208,6 +208,7 @@ def _run_metrics(out, spec):
     return {f.name: _lines(f) for f in sorted(out.iterdir())}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("window_spec", ["fixed:5m", "sliding:10m,5m"])
 def test_metric_results_unchanged(tmp_path, monkeypatch, window_spec):
     """Humanity and Toxicity (Bayesian) per window: slice and session records, window and pane

@@ -118,6 +118,7 @@ def _reference_match(index, toks):
     return n, covered, matched, categories
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("level", ["inclusive", "conservative"])
 def test_lexicon_match_equals_the_plain_scan(texts, level):
     m = ToxicLexiconMatcher(HurtLexLoader(level=level))

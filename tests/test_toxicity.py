@@ -145,6 +145,7 @@ def test_bad_input_never_crashes_and_is_counted():
     assert res[0].n_interactions == 7
 
 
+@pytest.mark.slow
 def test_input_order_does_not_change_bayesian_results():
     rng = random.Random(11)
     words = ["alpha", "beta", "stupid", "kind", "people", "idiot", "fine", "the"]
@@ -255,6 +256,7 @@ def test_a_cut_answers_warning_names_the_classifier_when_it_gives_the_verdict():
     assert "(the toxic verdict, the classifier's, reads all of it)" in warning["message"], warning["message"]
 
 
+@pytest.mark.slow
 def test_the_scorer_gets_batches_of_a_fixed_size(monkeypatch):
     """Toxicity's scorer is called with SCORE_BATCH answers at a time (fewer only at a bundle's
     end): its classifier, group extractor and sentiment analyser pay a fixed cost per call, and

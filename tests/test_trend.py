@@ -817,6 +817,7 @@ print(code, "matplotlib" in sys.modules)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plots", [False, True])
 def test_a_trend_without_plots_imports_no_matplotlib(tmp_path, plots):
     """``trend --no-plots`` (the nightly script's) chooses the slices of each figure without the

@@ -7,6 +7,8 @@ is process state. A collection is counted as "inside a library's import" when it
 module of that library is being executed by the import system."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -104,6 +106,7 @@ def test_the_classifier_imports_scikit_learn_unwalked(tmp_path):
     assert got["frozen"] > 0 and got["enabled"]
 
 
+@pytest.mark.slow
 def test_the_report_imports_matplotlib_unwalked(tmp_path):
     got = _probe("""
         import pathlib

@@ -110,6 +110,7 @@ KEY_ENV_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module,flag,extra", KEY_ENV_CASES, ids=[f"{m.split('.')[1]}{f}" for m, f, _ in KEY_ENV_CASES])
 def test_a_key_given_as_a_variable_name_is_refused_without_echo(tmp_path, audit_command, module, flag, extra):
     (tmp_path / "in.json").write_text(json.dumps(SESSIONS), encoding="utf-8")

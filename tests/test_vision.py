@@ -91,6 +91,7 @@ def test_vision_values_summaries_and_bad_input(tmp_path):
     assert len(out["interactions"]) == 7
 
 
+@pytest.mark.slow
 def test_vision_bayesian_rate_is_the_beta_posterior_and_reproducible(tmp_path):
     mode = BayesianMode(mc_samples=400, rng_seed=7)
     a = run_metric(Vision(scorer=MarkerScorer(), statistical_mode=mode), DATA[:6], tmp_path / "a")

@@ -5,6 +5,8 @@ marks a value resting on one observation as the report does, and a mistyped opti
 answered with the closest valid one."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import re
 
@@ -182,7 +184,6 @@ def test_every_closed_set_option_offers_the_nearest_value(capsys, tmp_path):
     choices, --metrics, a --config file's keys, a gate's metric and field, Beam's runner, an
     option's own name — ends in one usage line offering the nearest valid value, said by one
     helper (quoting.did_you_mean)."""
-    import pytest
 
     from fair_forge_beam.quoting import did_you_mean
 
@@ -271,6 +272,7 @@ def test_an_audit_reads_its_dead_letters_once_for_the_report_and_the_console(tmp
     assert "Not scored at all (2 assistants" in out and "support-bot" in out and "sushi_bot" in out
 
 
+@pytest.mark.slow
 def test_a_rollup_names_the_assistants_nobody_scored_as_an_audit_does(tmp_path, monkeypatch, capsys):
     """A roll-up's console had no line naming the assistants nobody scored (issue 28's leftover): it
     says them as the audit does, from the runs' copied dead letters read once for the report and the
@@ -348,6 +350,7 @@ def test_a_record_whose_assistant_id_is_blank_belongs_to_no_assistant(tmp_path):
     assert [u["assistant"] for u in unscored_assistants(doc, {"by_assistant": by})] == ["real-bot"]
 
 
+@pytest.mark.slow
 def test_an_assistant_scored_under_slices_without_assistant_id_is_not_named_unscored(tmp_path, capsys):
     """trial36 T2: with ``--slices overall,language`` the console and report.html said "Not scored
     at all (3 assistants …)" although each had interactions scored: "scored" was read from the

@@ -823,6 +823,7 @@ def test_a_worker_stopped_too_long_is_said_in_an_error_line(stopped_worker, capl
                       f"/proc/{proc.pid}/stat): the run waits for it; `kill -CONT {proc.pid}` resumes it"], caplog.text
 
 
+@pytest.mark.slow
 def test_a_resumed_worker_says_its_stop_lasted_at_least_the_time_since_it_was_seen(stopped_worker, caplog):
     """trial40b B6: "resumed (stopped for about N s)" counted from the look that saw the stop, up to
     CHECK_EVERY after it (stopped 2.7 s: "about 1 s"). /proc keeps no time of a stop: the line says
