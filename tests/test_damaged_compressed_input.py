@@ -198,8 +198,9 @@ def test_every_other_reader_of_inputs_reads_nothing_of_a_damaged_file(tmp_path):
                                "rejected": f"\n\nHuman: hi {i}\n\nAssistant: go away {i}"}) + "\n" for i in range(4000))
     hh = tmp_path / "hh.jsonl.gz"
     hh.write_bytes(_flipped(gzip.compress(rows.encode()), gzip.decompress, "check", 0.5))
-    with pytest.raises(OSError, match="gzip data check \\(CRC\\) failed"):
-        hh_rlhf_sessions(str(hh), limit=3990)
+    skipped: list = []  # no record, one reason naming the damage (the audit's reader: one dead letter)
+    assert hh_rlhf_sessions(str(hh), limit=3990, skipped=skipped) == []
+    assert len(skipped) == 1 and "gzip data check (CRC) failed" in skipped[0][1], skipped
 
 
 def test_open_input_gives_every_byte_before_an_error_to_read(tmp_path):
@@ -273,8 +274,9 @@ def test_every_reader_of_a_compressed_file_tells_0_bytes_as_cut_short(tmp_path, 
         f.read()
     got = [x[2] for x in _ReadLines(2**20).process(_readable(path))]
     assert len(got) == 1 and "it is cut short: 0 lines read" in got[0].reason and error.what in got[0].reason, got
-    with pytest.raises(OSError, match="empty \\(0 bytes\\)"):
-        hh_rlhf_sessions(str(path), limit=10)
+    skipped: list = []
+    assert hh_rlhf_sessions(str(path), limit=10, skipped=skipped) == []
+    assert len(skipped) == 1 and "it is cut short: 0 lines read" in skipped[0][1] and error.what in skipped[0][1], skipped
     compress = {".lzma": lambda b: lzma.compress(b, format=lzma.FORMAT_ALONE), ".zstd": _FORMATS[".zst"][0]}.get(
         suffix) or _FORMATS[suffix][0]
     path.write_bytes(compress(b""))

@@ -98,10 +98,23 @@ NAMES_READ = (f".json, .jsonl, .ndjson, each as it is or compressed ({', '.join(
 
 
 class ReadError(NamedTuple):
-    """A failure while reading a file (not a record): becomes a dead letter naming the file."""
+    """A failure while reading a file (not a record): becomes a dead letter naming the file.
+
+    ``at``: ``(file, position)`` when a retriever read the record from a file of its own: its dead
+    letter's ``source`` is that file and position (docs/data.md's rule: a JSON Lines line's byte
+    offset, a JSON array element's index), not the retriever's name and item number."""
 
     reason: str
     raw: str
+    at: Optional[tuple] = None
+
+
+def retriever_item(source: str, index: int, item: Any) -> tuple:
+    """``(source, position, record)`` of item ``index`` of a retriever named ``source``: a
+    :class:`ReadError` that names its file and position (``at``) is placed there instead."""
+    if isinstance(item, ReadError) and item.at is not None:
+        return (str(item.at[0]), int(item.at[1]), ReadError(item.reason, item.raw))
+    return (source, index, checked_record(item))
 
 
 def checked_record(item: Any) -> Any:
@@ -1442,6 +1455,20 @@ def _decoded_lines(file_name: str, f, encoding: str, limit: int = MAX_RECORD_BYT
             return
 
 
+def jsonl_file_lines(path: str, limit: int = MAX_RECORD_BYTES):
+    """``(file, offset, line or ReadError)`` of a whole JSON Lines file, plain or compressed, as the
+    audit's reader reads it (:class:`_JsonLinesSource`): a damaged compressed file is one
+    :class:`ReadError` and no line; one cut short gives its complete lines, then one ``ReadError``
+    saying what is missing. Raises ``OSError`` when the file cannot be opened."""
+    from apache_beam.io.range_trackers import OffsetRangeTracker
+
+    if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
+        yield from _JsonLinesSource._read_compressed(path, OffsetRangeTracker(0, OffsetRangeTracker.OFFSET_INFINITY), limit)
+        return
+    with edge.open_input(path) as f:
+        yield from file_lines(path, f, limit)
+
+
 def file_lines(file_name: str, f, limit: int = MAX_RECORD_BYTES, head: bytes = b""):
     """``(file, offset, line)`` of a whole JSON Lines file read from binary file object ``f``
     (``head``: its first bytes, already read from it), in any encoding :func:`~fair_forge_beam.io.edge.text_encoding`
@@ -1923,7 +1950,7 @@ class _RunRetriever(beam.DoFn):
         data = checked_dataset(self.retriever_cls, level, retriever.load_dataset())
         source = f"retriever:{self.retriever_cls.__module__}.{self.retriever_cls.__qualname__}"
         for i, item in enumerate(data):
-            yield (source, i, checked_record(item))
+            yield retriever_item(source, i, item)
         problem = unread_keywords_problem(retriever, self.keyword_hints)  # every keyword read, or the run stops
         if problem:
             raise TypeError(problem)

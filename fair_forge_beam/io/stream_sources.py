@@ -134,11 +134,12 @@ class _ReadRetrieverFn(beam.DoFn):
                 return
             if not tracker.try_claim(position):
                 return
-            from fair_forge_beam.io.read import checked_record
+            from fair_forge_beam.io.read import retriever_item
 
-            rec = checked_record(_as_dict(item))  # hostile records become ReadErrors here, before any coder
-            ts = self._timestamp(rec)
-            yield TimestampedValue((self.source, position, rec), ts)
+            # hostile records become ReadErrors here, before any coder; one naming its file is placed there
+            placed = retriever_item(self.source, position, _as_dict(item))
+            ts = self._timestamp(placed[2])
+            yield TimestampedValue(placed, ts)
             if ts > watermark.current_watermark():
                 watermark.set_watermark(ts)
             position += 1
