@@ -88,7 +88,7 @@ def write_python_wrapper(folder: os.PathLike, python: Optional[str] = None) -> P
             path.unlink()
         path.write_text(wrapper, encoding="utf-8")
         path.chmod(0o755)
-    (folder / _MARK).write_text(json.dumps({"python": python}), encoding="utf-8")
+    (folder / _MARK).write_text(json.dumps({"python": python}, allow_nan=False), encoding="utf-8")
     return folder / "python"
 
 

@@ -202,7 +202,7 @@ def _stages_together(parser, args, root, audit_parser, audit_args, beam_args, co
     from fair_forge_beam.io.write import replace_files
 
     # whole or not at all (a kill mid-write left a truncated file); each stage's folder is published whole by its stage
-    replace_files([(os.path.join(root, "loop_summary.json"), json.dumps(scrub_known(loop_doc), indent=2, sort_keys=True) + "\n")])
+    replace_files([(os.path.join(root, "loop_summary.json"), json.dumps(scrub_known(loop_doc), indent=2, sort_keys=True, allow_nan=False) + "\n")])
     return doc, failed_check
 
 

@@ -54,3 +54,69 @@ def test_hh_rlhf_cut_gzip_keeps_the_records_before_the_cut_and_one_dead_letter(t
     assert 0 < n < 2000 and {s["session_id"] for s in sessions} == {f"hh-{i:05d}" for i in range(n)}
     assert f"it is cut short: {n:,} lines read before the cut" in errors[0].reason, errors[0].reason
     assert errors[0].at == (str(path), sum(len(x) + 1 for x in rows.split(b"\n")[:n])), errors[0].at
+
+
+# ------------------------------------------------------------------ B4: every JSON writer is strict
+
+def test_tau_bench_converter_writes_strict_json_of_a_call_with_1e999(tmp_path):
+    """trial50 B4: ``"arguments": "{\\"a\\": 1e999}"`` was written ``"parameters": {"a": Infinity}``."""
+    import subprocess
+    import sys
+
+    traj = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1e999}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "f", "content": "ok"},
+            {"role": "assistant", "content": "done"}]
+    (tmp_path / "tau.json").write_text(json.dumps([{"task_id": 1, "trial": 0, "reward": 1.0,
+                                                    "info": {"task": {"actions": []}}, "traj": traj}]))
+    import os
+
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    done = subprocess.run([sys.executable, "-m", "fair_forge_beam.io.agentic_sources", "tau_bench", "tau.json",
+                           "conv.jsonl"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "conv.jsonl").read_text()
+
+    def refuse(name):
+        raise ValueError(f"non-strict JSON: {name}")
+    session = json.loads(text, parse_constant=refuse)
+    call = session["conversation"][0]["agentic"]["tools_used"][0]
+    assert call["parameters"] == {"__unparsed_arguments__": '{"a": 1e999}'}, call
+
+
+def _json_writes_without_allow_nan(roots):
+    """``file:line`` of each ``json.dump``/``json.dumps`` call whose statement writes somewhere (a
+    ``write``, ``write_text``, ``write_text_output``, ``replace_files`` or ``put`` call) without
+    ``allow_nan=False``."""
+    import ast
+    import pathlib
+
+    writers = {"write", "write_text", "write_text_output", "replace_files", "put", "writelines"}
+    found = []
+    for root in roots:
+        for path in sorted(pathlib.Path(root).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for stmt in ast.walk(tree):
+                if not isinstance(stmt, (ast.Expr, ast.Assign, ast.Return, ast.AugAssign)):
+                    continue
+                calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call)]
+                named = {getattr(c.func, "attr", getattr(c.func, "id", None)) for c in calls}
+                if not named & writers:
+                    continue
+                for c in calls:
+                    f = c.func
+                    if (isinstance(f, ast.Attribute) and f.attr in ("dump", "dumps") and isinstance(f.value, ast.Name)
+                            and f.value.id == "json" and not any(
+                                k.arg == "allow_nan" and isinstance(k.value, ast.Constant) and k.value.value is False
+                                for k in c.keywords)):
+                        found.append(f"{path}:{c.lineno}")
+    return found
+
+
+def test_every_json_the_package_writes_refuses_nan_and_infinity():
+    import os
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found = _json_writes_without_allow_nan([os.path.join(here, "fair_forge_beam"), os.path.join(here, "pipelines")])
+    assert found == [], found

@@ -216,8 +216,8 @@ def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:
 def _arguments(text: Any) -> dict:
     if isinstance(text, dict):
         return text
-    try:
-        value = json.loads(text) if isinstance(text, str) else None
+    try:  # strict JSON, as every JSON file the package writes: NaN, Infinity or 1e999 leave them unparsed
+        value = edge.side_json_loads(text, "a tool call's arguments", finite=True) if isinstance(text, str) else None
     except ValueError:
         value = None
     return value if isinstance(value, dict) else {"__unparsed_arguments__": text}
@@ -647,9 +647,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             sessions = tau_bench_sessions(args.input, args.assistant_id)
         else:
             sessions = bfcl_sessions(args.input, args.answers, args.tools_used)
-        for bad in (s for s in sessions if isinstance(s, ReadError)):
-            sys.stderr.write(f"skipped (unreadable): {bad.reason}\n")
-        text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sessions if not isinstance(s, ReadError))
+        lines = []
+        for s in sessions:
+            if isinstance(s, ReadError):
+                sys.stderr.write(f"skipped (unreadable): {s.reason}\n")
+                continue
+            try:  # strict JSON (docs/data.md): a value NaN or Infinity is never written
+                lines.append(json.dumps(s, ensure_ascii=False, allow_nan=False) + "\n")
+            except ValueError:
+                sys.stderr.write(f"skipped (not strict JSON): session {quoted(str(s.get('session_id')))} holds a number "
+                                 "that is not finite (NaN or Infinity)\n")
+        text = "".join(lines)
         write_text_output(args.output, text)  # '-' or /dev/stdout: standard output
     except OutputWriteError:  # the machine's (a full disk): exit code 1, one line (console.guarded)
         raise

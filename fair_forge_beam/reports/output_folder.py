@@ -269,7 +269,7 @@ def _read_marker(folder: str) -> Optional[str]:
 
 def _write_marker(folder: str, run_id: str) -> None:
     with _fs().create(_fs().join(folder, MARKER)) as f:
-        f.write((json.dumps({"run": run_id}) + "\n").encode("utf-8"))
+        f.write((json.dumps({"run": run_id}, allow_nan=False) + "\n").encode("utf-8"))
 
 
 
@@ -310,7 +310,7 @@ def mark_stage(stage: str) -> None:
     prefix): the one proof that a folder of a stage's name is ours (:func:`_is_ours`)."""
     kind = _kind_of(stage)
     with _fs().create(_fs().join(stage, STAGE_OWNER_MARK)) as f:
-        f.write((json.dumps({"stage": _id_of(stage, kind)}) + "\n").encode("utf-8"))
+        f.write((json.dumps({"stage": _id_of(stage, kind)}, allow_nan=False) + "\n").encode("utf-8"))
 
 
 def _kind_of(path: str) -> str:

@@ -469,7 +469,7 @@ class FlinkCluster(OwnedGroups):
             "pids": self.pids, "task_managers": self.task_managers, "rest_port": self.rest_port,
             "job_port": self.job_port, "artifact_port": self.artifact_port,
             "parallelism": self.parallelism, "share_classpath": self.share_classpath,
-            "stage_jars": self.stage_jars}), encoding="utf-8")
+            "stage_jars": self.stage_jars}, allow_nan=False), encoding="utf-8")
 
     @classmethod
     def attach(cls, workdir: os.PathLike, live: bool = True) -> "FlinkCluster":
