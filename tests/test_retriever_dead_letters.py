@@ -120,3 +120,24 @@ def test_every_json_the_package_writes_refuses_nan_and_infinity():
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     found = _json_writes_without_allow_nan([os.path.join(here, "fair_forge_beam"), os.path.join(here, "pipelines")])
     assert found == [], found
+
+
+# ------------------------------------------------------------------ B5: one source rule for every loader
+
+def test_bfcl_dead_letters_name_their_file_and_byte_offset_as_the_audit_reader_does(tmp_path):
+    """trial50 B5: a BFCL dead letter's source was ``retriever:…BfclRetriever:<item number>`` while the
+    audit's reader names ``file:byte offset``."""
+    from fair_forge_beam.io.agentic_sources import BfclRetriever
+    from fair_forge_beam.io.read import retriever_item
+
+    good = json.dumps({"id": "t0", "question": [[{"role": "user", "content": "do"}]]})
+    bad = json.dumps({"id": "t5", "question": "not a list"})
+    lines = [good, "{not json", bad]
+    (tmp_path / "q.json").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    answers = [json.dumps({"id": "t0", "ground_truth": [["f(x=1)"]]}), json.dumps({"ground_truth": [["f()"]]})]
+    (tmp_path / "possible_answer_q.json").write_text("".join(x + "\n" for x in answers), encoding="utf-8")
+    items = BfclRetriever(path=str(tmp_path / "q.json")).load_dataset()
+    placed = [retriever_item("retriever:x", i, item) for i, item in enumerate(items)]
+    sources = sorted((p[0], p[1]) for p in placed if p[0] != "retriever:x")
+    q, a = str(tmp_path / "q.json"), str(tmp_path / "possible_answer_q.json")
+    assert sources == [(a, len(answers[0]) + 1), (q, len(good) + 1), (q, len(good) + len(lines[1]) + 2)], placed

@@ -113,6 +113,11 @@ UNPARSED = "<unparsed>"
 
 
 def _file_records(path: str, limit: Optional[int] = None) -> list:
+    """The records of one file (:func:`_positioned_records` without their positions)."""
+    return [rec for _, rec in _positioned_records(path, limit)]
+
+
+def _positioned_records(path: str, limit: Optional[int] = None) -> list:
     """The records of one file, read in pieces (compressed ones decompressed in bounded pieces by
     :func:`~fair_forge_beam.io.edge.open_input`: ``.gz``, ``.bz2``, ``.xz``, ``.zst``; any encoding
     :func:`~fair_forge_beam.io.edge.text_encoding` tells): a JSON list, one JSON object, or JSON
@@ -121,7 +126,12 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
     records after it are read (:func:`~fair_forge_beam.io.read.file_lines`,
     :func:`~fair_forge_beam.io.edge.json_values`). What cannot be parsed is a ``ReadError`` too:
     each invalid line of JSON lines, the rest of a list from where its structure breaks, an empty
-    file, a file that cannot be read or decoded (missing, truncated ``.gz``, not its encoding)."""
+    file, a file that cannot be read or decoded (missing, truncated ``.gz``, not its encoding).
+
+    ``(position, record)`` pairs: the position as docs/data.md's ``source`` rule has it (a JSON Lines
+    line's byte offset in the decompressed file, a JSON array element's index, 0 for the file's own
+    failures); each ``ReadError`` carries it (``at``), so its dead letter's ``source`` names the file
+    and position, as the audit's reader's do."""
     import zlib
 
     from fair_forge_beam.io.read import (MAX_RECORD_BYTES, OVERSIZED_RAW_BYTES, READ_CHUNK, ReadError, _json_element,
@@ -135,30 +145,31 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
         for v in edge.json_values(read, limit, OVERSIZED_RAW_BYTES, READ_CHUNK):
             text = _json_element(path, v, limit)
             try:
-                out.append(edge.loads(text, limit=limit) if isinstance(text, str) else text)
+                out.append((v.index, edge.loads(text, limit=limit) if isinstance(text, str) else text))
             except ValueError as exc:
-                out.append(ReadError(f"{path}: element {v.index} is not valid JSON ({plain_reason(exc)})", text))
+                out.append((v.index, ReadError(f"{path}: element {v.index} is not valid JSON ({plain_reason(exc)})", text,
+                                               (path, v.index))))
         return out
 
     def lines(f, head: bytes):  # JSON lines; None when the first line is not JSON (one value over several lines)
         out = []
-        for n, (_, _, line) in enumerate(file_lines(path, f, limit, head), start=1):
+        for n, (_, at, line) in enumerate(file_lines(path, f, limit, head), start=1):
             if isinstance(line, ReadError):
-                out.append(ReadError(f"{path} line {n}: {line.reason}", line.raw))
+                out.append((at, ReadError(f"{path} line {n}: {line.reason}", line.raw, (path, at))))
                 continue
             text = line.decode("utf-8") if isinstance(line, bytes) else line
             if is_blank_line(text):  # a blank line (blank.is_blank_line: U+200B alike NBSP and U+2028) is not a record
                 continue
             try:
-                out.append(edge.loads(text, limit=limit))
+                out.append((at, edge.loads(text, limit=limit)))
             except edge.RecordRejected as exc:
                 if not out and n == 1:
                     return None
-                out.append(ReadError(f"{path} line {n}: {plain_reason(exc)}", text))
+                out.append((at, ReadError(f"{path} line {n}: {plain_reason(exc)}", text, (path, at))))
             except ValueError as exc:
                 if not out and n == 1:
                     return None
-                out.append(ReadError(f"{path} line {n}: {edge.json_error_reason(exc, text)}", text))
+                out.append((at, ReadError(f"{path} line {n}: {edge.json_error_reason(exc, text)}", text, (path, at))))
         return out
 
     try:
@@ -167,17 +178,17 @@ def _file_records(path: str, limit: Optional[int] = None) -> list:
             head = f.read(edge.ENCODING_PROBE_BYTES)
             reason = edge.not_text_reason(path, head)
             if reason is not None:
-                return [ReadError(reason, "")]
+                return [(0, ReadError(reason, "", (path, 0)))]
             start = head.decode(edge.text_encoding(head), "ignore").lstrip("\ufeff \t\r\n")[:1]
             records = values(f, head) if start == "[" else lines(f, head)
         if records is None:
             with edge.open_input(path) as f:
                 records = values(f, f.read(edge.ENCODING_PROBE_BYTES))
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        return [ReadError(f"{path}: cannot read the file ({plain_reason(exc)}); no record of it was read", "")]
+        return [(0, ReadError(f"{path}: cannot read the file ({plain_reason(exc)}); no record of it was read", "", (path, 0)))]
     except ValueError as exc:  # a value that breaks the depth bound or is not JSON
-        return [ReadError(f"{path}: invalid JSON file ({plain_reason(exc)}); no record of it was read", "")]
-    return records or [ReadError(f"{path}: empty file, no records", "")]
+        return [(0, ReadError(f"{path}: invalid JSON file ({plain_reason(exc)}); no record of it was read", "", (path, 0)))]
+    return records or [(0, ReadError(f"{path}: empty file, no records", "", (path, 0)))]
 
 
 def _raw(rec: Any) -> str:
@@ -188,10 +199,12 @@ def _raw(rec: Any) -> str:
         return repr(rec)
 
 
-def _record_error(what: str, path: str, i: int, rec: Any, exc: Exception):
+def _record_error(what: str, path: str, i: int, rec: Any, exc: Exception, at: Optional[int] = None):
+    """The dead letter of record ``i`` of ``path``, at position ``at`` (its ``source``)."""
     from fair_forge_beam.io.read import ReadError
 
-    return ReadError(f"{path}: {what} record {i} cannot be mapped to a session ({plain_reason(exc)})", _raw(rec))
+    return ReadError(f"{path}: {what} record {i} cannot be mapped to a session ({plain_reason(exc)})", _raw(rec),
+                     None if at is None else (path, at))
 
 
 def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:
@@ -317,7 +330,7 @@ def _map_records(f: str, read: Callable, what: str, to_session: Callable, repeat
     whole: an unreadable one, one ``read`` or ``to_session`` raises ``ValueError`` for, and one whose
     session id an earlier record of ``seen`` gave (``repeated(record, where)`` says why: never merged into the
     first one's session)."""
-    for i, rec in enumerate(_file_records(f, max_record_bytes)):
+    for i, (at, rec) in enumerate(_positioned_records(f, max_record_bytes)):
         if not isinstance(rec, dict):
             out.append(rec)
             continue
@@ -329,7 +342,7 @@ def _map_records(f: str, read: Callable, what: str, to_session: Callable, repeat
                 raise ValueError(repeated(record, _where(first, f)))
             out.append(session)
         except ValueError as exc:
-            out.append(_record_error(what, f, i, rec, exc))
+            out.append(_record_error(what, f, i, rec, exc, at))
 
 
 def _where(first: tuple, f: str) -> str:
@@ -508,14 +521,15 @@ def _by_id(path: str, model: type, what: str, max_record_bytes: Optional[int], o
     field = model.TURNS
     first: dict = {}
     records: dict = {}  # id -> [[record numbers], whether a repeat differs]
-    for i, r in enumerate(_file_records(path, max_record_bytes)):
+    for i, (at, r) in enumerate(_positioned_records(path, max_record_bytes)):
         if isinstance(r, ReadError):  # an unreadable line or file: its question gets no ground truth
             out.append(r)
             continue
         key = r.get("id") if isinstance(r, dict) else None
         if isinstance(key, bool) or not isinstance(key, (str, int)):
             why = "not an object" if not isinstance(r, dict) else ("no id" if key is None else f"its id is {json_kind(key)}")
-            out.append(ReadError(f"{path}: {what} record {i} is not used ({why}; an id is a string or an integer)", _raw(r)))
+            out.append(ReadError(f"{path}: {what} record {i} is not used ({why}; an id is a string or an integer)", _raw(r),
+                                 (path, at)))
             continue
         if key in first:
             entry = records[key]
@@ -523,7 +537,7 @@ def _by_id(path: str, model: type, what: str, max_record_bytes: Optional[int], o
             out.append(ReadError(
                 f"{path}: {what} record {i} repeats id {quoted(str(key))} of record {entry[0][0]} "
                 + (f"with the same {field}: read once" if same else
-                   f"with another {field}: the question {quoted(str(key))} is scored with neither"), _raw(r)))
+                   f"with another {field}: the question {quoted(str(key))} is scored with neither"), _raw(r), (path, at)))
             entry[0].append(i)
             entry[1] = entry[1] or not same
             continue
