@@ -58,10 +58,9 @@ def test_hh_rlhf_cut_gzip_keeps_the_records_before_the_cut_and_one_dead_letter(t
 
 # ------------------------------------------------------------------ B4: every JSON writer is strict
 
-def test_tau_bench_converter_writes_strict_json_of_a_call_with_1e999(tmp_path):
+def test_tau_bench_converter_writes_strict_json_of_a_call_with_1e999(tmp_path, monkeypatch):
     """trial50 B4: ``"arguments": "{\\"a\\": 1e999}"`` was written ``"parameters": {"a": Infinity}``."""
-    import subprocess
-    import sys
+    from fair_forge_beam.io.agentic_sources import main
 
     traj = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
             {"role": "assistant", "content": None, "tool_calls": [
@@ -70,12 +69,8 @@ def test_tau_bench_converter_writes_strict_json_of_a_call_with_1e999(tmp_path):
             {"role": "assistant", "content": "done"}]
     (tmp_path / "tau.json").write_text(json.dumps([{"task_id": 1, "trial": 0, "reward": 1.0,
                                                     "info": {"task": {"actions": []}}, "traj": traj}]))
-    import os
-
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
-    done = subprocess.run([sys.executable, "-m", "fair_forge_beam.io.agentic_sources", "tau_bench", "tau.json",
-                           "conv.jsonl"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    monkeypatch.chdir(tmp_path)
+    assert main(["tau_bench", "tau.json", "conv.jsonl"]) == 0
     text = (tmp_path / "conv.jsonl").read_text()
 
     def refuse(name):
