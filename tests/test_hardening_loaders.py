@@ -105,10 +105,14 @@ def test_bfcl_malformed_records(tmp_path):
                  json.dumps({"id": "t5", "question": "not a list"})]
     answers = [A[0], json.dumps({"id": "t5", "ground_truth": "f(1)"})]
     items = bfcl_sessions(str(_bfcl(tmp_path, "m", questions, answers)))
-    ok, bad = _split(items, others=1)
-    assert "a string" in items  # not an object: passed through, the reader dead-letters it
+    ok, bad = _split(items)
     assert [s["session_id"] for s in ok] == ["t0"]
-    assert len(bad) == 2 and all(b.raw for b in bad)  # the id-is-a-list and question-not-a-list records
+    assert len(bad) == 3 and all(b.raw for b in bad)  # the not-an-object, id-is-a-list and question-not-a-list records
+    # not an object: a dead letter at its file and byte offset, the audit reader's reason (trial50 B5: was passed
+    # through and named retriever:…BfclRetriever:<item number> by the reader)
+    text = [b for b in bad if b.raw == '"a string"']
+    assert [(t.reason, t.at) for t in text] == [("record is text, not an object",
+                                                 (str(tmp_path / "m.json"), len(questions[0]) + 1))], bad
 
 
 def test_bfcl_missing_answer_file_is_a_usage_error(tmp_path, capsys):

@@ -67,8 +67,9 @@ file ``possible_answer_<same name>`` (or ``answers_path``) with ``{id, ground_tr
 Records a loader cannot map are never dropped silently nor mapped in part: each is a
 :class:`~fair_forge_beam.io.read.ReadError` whose reason names the file, the record and the part,
 and whose ``raw`` is the benchmark's record as it was read (a dead letter at read, counted in the
-summary's ``rejected_at_read``); a record that is not an object is passed on as it is (the reader
-dead-letters it). An unparsable call becomes a call named ``"<unparsed>"`` with its text in
+summary's ``rejected_at_read``), its ``source`` the file and position (``ReadError.at``: a JSON
+Lines line's byte offset, a JSON array element's index), as the audit's reader names its own; a
+record that is not an object is one too (``record is a list, not an object``). An unparsable call becomes a call named ``"<unparsed>"`` with its text in
 ``parameters``, so it counts as a mismatch.
 
 Usable three ways: as functions (:func:`tau_bench_sessions`, :func:`bfcl_sessions`), as
@@ -306,8 +307,7 @@ def _tau_session(rec: TauRecord, assistant_id: str) -> dict:
 def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt-4o",
                        max_record_bytes: Optional[int] = None) -> list[dict]:
     """Sessions (dicts of our schema) of τ-bench trajectory files (globs; ``.gz`` allowed), in
-    file then record order. A record that is not an object is returned as is (the reader
-    dead-letters it); an unreadable file or line (truncated, not UTF-8, invalid JSON, empty)
+    file then record order. A record that is not an object, an unreadable file or line (truncated, not UTF-8, invalid JSON, empty)
     and a record that cannot be mapped whole (a field :class:`~fair_forge_beam.schemas.agent_benchmarks.TauRecord`
     refuses, :func:`_tau_session`'s checks, a task and trial given by an earlier record) are returned as
     :class:`~fair_forge_beam.io.read.ReadError` (a dead letter naming the file and record, with the record as ``raw``).
@@ -324,15 +324,20 @@ def tau_bench_sessions(path: Union[str, Sequence[str]], assistant_id: str = "gpt
 
 def _map_records(f: str, read: Callable, what: str, to_session: Callable, repeated: Callable,
                  max_record_bytes: Optional[int], seen: dict, out: list) -> None:
-    """Each record of the file ``f`` → ``out``: its session (``to_session`` of the model ``read`` gives), a
-    record that is not an object as it is (the reader dead-letters it), or a
+    """Each record of the file ``f`` → ``out``: its session (``to_session`` of the model ``read`` gives), or a
     :class:`~fair_forge_beam.io.read.ReadError` with the record as ``raw`` for a record that cannot be mapped
-    whole: an unreadable one, one ``read`` or ``to_session`` raises ``ValueError`` for, and one whose
+    whole: an unreadable one, one that is not an object (``record is a list, not an object``, as the
+    audit's reader says it), one ``read`` or ``to_session`` raises ``ValueError`` for, and one whose
     session id an earlier record of ``seen`` gave (``repeated(record, where)`` says why: never merged into the
     first one's session)."""
+    from fair_forge_beam.io.read import ReadError
+
     for i, (at, rec) in enumerate(_positioned_records(f, max_record_bytes)):
-        if not isinstance(rec, dict):
+        if isinstance(rec, ReadError):
             out.append(rec)
+            continue
+        if not isinstance(rec, dict):  # named at its file and position, with the reason the audit's reader gives
+            out.append(ReadError(f"record is {json_kind(rec)}, not an object", _raw(rec), (f, at)))
             continue
         try:
             record = read(rec)
