@@ -59,7 +59,8 @@ def test_a_miss_func_question_that_cannot_be_mapped_whole_is_one_dead_letter(tmp
     items = bfcl_sessions(_files(tmp_path, [MISS, bad], [MISS_ANSWER, dict(MISS_ANSWER, id="bad")]))
     assert [s["session_id"] for s in items if isinstance(s, dict)] == ["multi_turn_miss_func_0"], items
     (dead,) = [s for s in items if isinstance(s, ReadError)]
-    assert json.loads(dead.raw) == bad and "BFCL record 1 cannot be mapped to a session" in dead.reason
+    assert json.loads(dead.raw) == bad and dead.reason.startswith("BFCL record cannot be mapped to a session")
+    assert dead.at == (str(tmp_path / "BFCL_v4_multi_turn_miss_func.json"), len(json.dumps(MISS)) + 1), dead.at
     assert words in dead.reason, dead.reason
 
 

@@ -117,8 +117,10 @@ def test_a_trace_files_lines_are_bounded_and_named_as_the_audit_reader_does(tmp_
     got = _file_records(str(path), limit=4096)
     assert [r for r in got if not isinstance(r, ReadError)] == [{"a": 1}, {"a": 1}]
     reasons = [r.reason for r in got if isinstance(r, ReadError)]
-    assert reasons[0].startswith(f"{path} line 2: the record holds 801 JSON values, over the limit of 256"), reasons
-    assert reasons[1].startswith(f"{path} line 3: invalid JSON: a U+0000 (NUL) character where the parser stopped"), reasons
+    assert reasons[0].startswith("the record holds 801 JSON values, over the limit of 256"), reasons
+    assert reasons[1].startswith("invalid JSON: a U+0000 (NUL) character where the parser stopped"), reasons
+    line2 = len(good) + 1  # each refused line's source: the file and its byte offset, as the audit reader's
+    assert [r.at for r in got if isinstance(r, ReadError)] == [(str(path), line2), (str(path), line2 + len(json.dumps([[]] * 400)) + 1)]
 
 
 @pytest.mark.parametrize("case", ["missing input", "bfcl without answers", "output is a folder"])

@@ -77,7 +77,9 @@ def test_a_bfcl_question_with_a_field_it_cannot_map_is_one_dead_letter_with_its_
     assert [s["session_id"] for s in items if isinstance(s, dict)] == ["base"], items
     (dead,) = [s for s in items if isinstance(s, ReadError)]
     assert dead.raw == json.dumps(bad), dead.raw  # the benchmark's record, never a mapped session
-    assert "BFCL record 1 cannot be mapped to a session" in dead.reason and words in dead.reason, dead.reason
+    assert dead.reason.startswith("BFCL record cannot be mapped to a session") and words in dead.reason, dead.reason
+    path = _bfcl_files(tmp_path, [QUESTION, bad], answers)
+    assert dead.at == (str(path), len(json.dumps(QUESTION)) + 1), dead.at  # the file and the line's byte offset
 
 
 @pytest.mark.parametrize("field", ["ground_truth", "result"])
@@ -186,7 +188,8 @@ def test_a_tau_bench_record_with_a_field_it_cannot_map_is_one_dead_letter_with_i
     assert [s["session_id"] for s in items if isinstance(s, dict)] == ["tau_bench-task1-trial0"], items
     (dead,) = [s for s in items if isinstance(s, ReadError)]
     assert json.loads(dead.raw) == bad  # the benchmark's record as read, never a mapped session
-    assert "τ-bench record 1 cannot be mapped to a session" in dead.reason and words in dead.reason, dead.reason
+    assert dead.reason.startswith("τ-bench record cannot be mapped to a session") and words in dead.reason, dead.reason
+    assert dead.at == (str(path), 1), dead.at  # the file and the element's index
     assert "a number or text" not in dead.reason
 
 

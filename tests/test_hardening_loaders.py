@@ -94,7 +94,8 @@ def test_bfcl_truncated_question_line_and_answer_line(tmp_path):
     ok, bad = _split(bfcl_sessions(str(path)))
     assert [s["session_id"] for s in ok] == ["t0", "t1"]
     reasons = sorted(b.reason for b in bad)
-    assert len(bad) == 2 and any("possible_answer_q.json" in r for r in reasons) and any("/q.json" in r for r in reasons)
+    assert len(bad) == 2 and {b.at[0] for b in bad} == {str(tmp_path / "possible_answer_q.json"), str(path)}, bad
+    assert {b.at[1] for b in bad} == {len(Q[0]) + len(Q[1]) + 2, len(A[0]) + 1}, bad
     # t1 lost its ground truth: no expected tools (tool correctness not applicable), never a perfect empty match
     t1 = ok[1]["conversation"][0]
     assert "expected_tools" not in (t1["ground_truth_agentic"] or {})
@@ -180,9 +181,12 @@ def test_bfcl_never_gives_a_turn_an_empty_expectation_for_a_missing_one_nor_lets
     by_raw = {b.raw: b.reason for b in bad}
     assert len(bad) == 4 and set(by_raw) == {q[0], q[1], a[2], a[4]}, by_raw
     assert "ground_truth of 'm1' has 1 turn(s) for its 3 question turn(s)" in by_raw[q[0]]
-    assert "gives it 2 different ground truths (records 1, 2)" in by_raw[q[1]]
-    assert "answer record 2 repeats id 'm2' of record 1 with another ground_truth" in by_raw[a[2]]
-    assert "answer record 4 repeats id 'm3' of record 3 with the same ground_truth: read once" in by_raw[a[4]]
+    at = [sum(len(x) + 1 for x in a[:k]) for k in range(len(a))]  # each answer line's byte offset (its source)
+    assert f"gives it 2 different ground truths (the records at {at[1]}, {at[2]})" in by_raw[q[1]]
+    assert f"answer record repeats id 'm2' of the record at {at[1]} with another ground_truth" in by_raw[a[2]]
+    assert f"answer record repeats id 'm3' of the record at {at[3]} with the same ground_truth: read once" in by_raw[a[4]]
+    answers = str(tmp_path / "possible_answer_qs.json")
+    assert {b.raw: b.at for b in bad}[a[2]] == (answers, at[2]) and {b.raw: b.at for b in bad}[a[4]] == (answers, at[4])
     assert all(t["ground_truth_agentic"]["expected_tools"] for s in ok for t in s["conversation"])
 
 
@@ -195,7 +199,7 @@ def test_bfcl_result_file_that_misses_a_question_or_its_turns_is_a_dead_letter_n
                    encoding="utf-8")
     ok, bad = _split(bfcl_sessions(str(_bfcl(tmp_path, "r", q, a)), tools_used=str(res)))
     assert [s["session_id"] for s in ok] == ["r1"]
-    reasons = sorted(b.reason for b in bad)
+    reasons = [b.reason for b in sorted(bad, key=lambda b: b.at)]  # in file order: r2, then r3
     assert "result of 'r2' has 1 turn(s) for its 2 question turn(s)" in reasons[0], reasons
     assert f"no result for it in {res} (a missing result is not an empty trace)" in reasons[1], reasons
 
@@ -247,6 +251,7 @@ def test_tau_bench_never_leaves_out_part_of_a_record_it_maps(tmp_path):
     assert ok[0]["conversation"][-1]["ground_truth_agentic"] == {}  # no actions given: no expectation
     assert [len(t["ground_truth_agentic"]["expected_tools"]) for t in ok[1]["conversation"][-1:]] == [1]
     assert [b.raw for b in bad] == [json.dumps(r, ensure_ascii=False) for r in records[:6] + records[7:8]]
+    assert [b.at for b in bad] == [(str(path), i) for i in (0, 1, 2, 3, 4, 5, 7)], bad  # each element's index
     why = [b.reason.split("cannot be mapped to a session ", 1)[1] for b in bad]
     assert why == [
         "(info.task.actions[1] is text, not an action object ({name, kwargs}))",
@@ -255,7 +260,7 @@ def test_tau_bench_never_leaves_out_part_of_a_record_it_maps(tmp_path):
         "(traj[1] is an assistant message before the first user message: it belongs to no turn)",
         "(task_id is missing: the session id is built from task_id and trial (an integer or non-blank text))",
         "(traj[4] is the result of tool call 'nobody', which no earlier call awaits)",
-        "(task_id '7' and trial '0' repeat those of record 6: a second trajectory of the same task and trial)",
+        "(task_id '7' and trial '0' repeat those of the record at 6: a second trajectory of the same task and trial)",
     ], why
 
 

@@ -65,7 +65,8 @@ file ``possible_answer_<same name>`` (or ``answers_path``) with ``{id, ground_tr
   ``assistant`` is ``""``; ``agentic.task_id`` = ``id``.
 
 Records a loader cannot map are never dropped silently nor mapped in part: each is a
-:class:`~fair_forge_beam.io.read.ReadError` whose reason names the file, the record and the part,
+:class:`~fair_forge_beam.io.read.ReadError` whose reason names the part (a record another one repeats
+is named by its position, ``the record at 74``),
 and whose ``raw`` is the benchmark's record as it was read (a dead letter at read, counted in the
 summary's ``rejected_at_read``), its ``source`` the file and position (``ReadError.at``: a JSON
 Lines line's byte offset, a JSON array element's index), as the audit's reader names its own; a
@@ -148,7 +149,7 @@ def _positioned_records(path: str, limit: Optional[int] = None) -> list:
             try:
                 out.append((v.index, edge.loads(text, limit=limit) if isinstance(text, str) else text))
             except ValueError as exc:
-                out.append((v.index, ReadError(f"{path}: element {v.index} is not valid JSON ({plain_reason(exc)})", text,
+                out.append((v.index, ReadError(f"element is not valid JSON ({plain_reason(exc)})", text,
                                                (path, v.index))))
         return out
 
@@ -156,7 +157,7 @@ def _positioned_records(path: str, limit: Optional[int] = None) -> list:
         out = []
         for n, (_, at, line) in enumerate(file_lines(path, f, limit, head), start=1):
             if isinstance(line, ReadError):
-                out.append((at, ReadError(f"{path} line {n}: {line.reason}", line.raw, (path, at))))
+                out.append((at, ReadError(line.reason, line.raw, (path, at))))
                 continue
             text = line.decode("utf-8") if isinstance(line, bytes) else line
             if is_blank_line(text):  # a blank line (blank.is_blank_line: U+200B alike NBSP and U+2028) is not a record
@@ -166,11 +167,11 @@ def _positioned_records(path: str, limit: Optional[int] = None) -> list:
             except edge.RecordRejected as exc:
                 if not out and n == 1:
                     return None
-                out.append((at, ReadError(f"{path} line {n}: {plain_reason(exc)}", text, (path, at))))
+                out.append((at, ReadError(plain_reason(exc), text, (path, at))))
             except ValueError as exc:
                 if not out and n == 1:
                     return None
-                out.append((at, ReadError(f"{path} line {n}: {edge.json_error_reason(exc, text)}", text, (path, at))))
+                out.append((at, ReadError(edge.json_error_reason(exc, text), text, (path, at))))
         return out
 
     try:
@@ -200,12 +201,11 @@ def _raw(rec: Any) -> str:
         return repr(rec)
 
 
-def _record_error(what: str, path: str, i: int, rec: Any, exc: Exception, at: Optional[int] = None):
-    """The dead letter of record ``i`` of ``path``, at position ``at`` (its ``source``)."""
+def _record_error(what: str, path: str, at: int, rec: Any, exc: Exception):
+    """The dead letter of the record at position ``at`` of ``path`` (its ``source``; the reason does not repeat it)."""
     from fair_forge_beam.io.read import ReadError
 
-    return ReadError(f"{path}: {what} record {i} cannot be mapped to a session ({plain_reason(exc)})", _raw(rec),
-                     None if at is None else (path, at))
+    return ReadError(f"{what} record cannot be mapped to a session ({plain_reason(exc)})", _raw(rec), (path, at))
 
 
 def _expand(patterns: Union[str, Sequence[str]]) -> list[str]:
@@ -332,7 +332,7 @@ def _map_records(f: str, read: Callable, what: str, to_session: Callable, repeat
     first one's session)."""
     from fair_forge_beam.io.read import ReadError
 
-    for i, (at, rec) in enumerate(_positioned_records(f, max_record_bytes)):
+    for at, rec in _positioned_records(f, max_record_bytes):
         if isinstance(rec, ReadError):
             out.append(rec)
             continue
@@ -342,17 +342,18 @@ def _map_records(f: str, read: Callable, what: str, to_session: Callable, repeat
         try:
             record = read(rec)
             session = to_session(record)
-            first = seen.setdefault(session["session_id"], (f, i))
-            if first != (f, i):
+            first = seen.setdefault(session["session_id"], (f, at))
+            if first != (f, at):
                 raise ValueError(repeated(record, _where(first, f)))
             out.append(session)
         except ValueError as exc:
-            out.append(_record_error(what, f, i, rec, exc, at))
+            out.append(_record_error(what, f, at, rec, exc))
 
 
 def _where(first: tuple, f: str) -> str:
-    """``record 3`` (in the file ``f``) or ``FILE record 3`` (another file)."""
-    return f"record {first[1]}" if first[0] == f else f"{first[0]} record {first[1]}"
+    """``the record at 3`` (in the file ``f``) or ``the record at FILE:3`` (another file): the position as a
+    dead letter's ``source`` gives it."""
+    return f"the record at {first[1]}" if first[0] == f else f"the record at {first[0]}:{first[1]}"
 
 
 # ------------------------------------------------------------------ BFCL
@@ -493,7 +494,7 @@ def _bfcl_question(rec: dict) -> BfclQuestion:
 
 class _Entries(NamedTuple):
     """An answer or result file's records by id: ``first`` (the first record of each id), ``records``
-    (``[[record numbers], whether a repeat differs from the first]`` of each id), the file and the records' model."""
+    (``[[record positions], whether a repeat differs from the first]`` of each id), the file and the records' model."""
 
     first: dict
     records: dict
@@ -508,7 +509,7 @@ class _Entries(NamedTuple):
         nums, differ = self.records[key]
         if differ:
             raise ValueError(f"{self.path} gives it {len(nums)} different {self.model.TURNS.replace('_', ' ')}s "
-                             f"(records {', '.join(str(i) for i in nums)}): which one holds is not known")
+                             f"(the records at {', '.join(str(i) for i in nums)}): which one holds is not known")
         return getattr(validated(self.model, self.first[key], f" of {quoted(sid)}"), self.model.TURNS)
 
 
@@ -525,29 +526,28 @@ def _by_id(path: str, model: type, what: str, max_record_bytes: Optional[int], o
 
     field = model.TURNS
     first: dict = {}
-    records: dict = {}  # id -> [[record numbers], whether a repeat differs]
-    for i, (at, r) in enumerate(_positioned_records(path, max_record_bytes)):
+    records: dict = {}  # id -> [[record positions], whether a repeat differs]
+    for at, r in _positioned_records(path, max_record_bytes):
         if isinstance(r, ReadError):  # an unreadable line or file: its question gets no ground truth
             out.append(r)
             continue
         key = r.get("id") if isinstance(r, dict) else None
         if isinstance(key, bool) or not isinstance(key, (str, int)):
             why = "not an object" if not isinstance(r, dict) else ("no id" if key is None else f"its id is {json_kind(key)}")
-            out.append(ReadError(f"{path}: {what} record {i} is not used ({why}; an id is a string or an integer)", _raw(r),
-                                 (path, at)))
+            out.append(ReadError(f"{what} record is not used ({why}; an id is a string or an integer)", _raw(r), (path, at)))
             continue
         if key in first:
             entry = records[key]
             same = _same(r.get(field), first[key].get(field))
             out.append(ReadError(
-                f"{path}: {what} record {i} repeats id {quoted(str(key))} of record {entry[0][0]} "
+                f"{what} record repeats id {quoted(str(key))} of the record at {entry[0][0]} "
                 + (f"with the same {field}: read once" if same else
                    f"with another {field}: the question {quoted(str(key))} is scored with neither"), _raw(r), (path, at)))
-            entry[0].append(i)
+            entry[0].append(at)
             entry[1] = entry[1] or not same
             continue
         first[key] = r
-        records[key] = [[i], False]
+        records[key] = [[at], False]
     return _Entries(first, records, path, model)
 
 
@@ -669,7 +669,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         lines = []
         for s in sessions:
             if isinstance(s, ReadError):
-                sys.stderr.write(f"skipped (unreadable): {s.reason}\n")
+                where = f"{s.at[0]}:{s.at[1]}: " if s.at is not None else ""
+                sys.stderr.write(f"skipped (unreadable): {where}{s.reason}\n")
                 continue
             try:  # strict JSON (docs/data.md): a value NaN or Infinity is never written
                 lines.append(json.dumps(s, ensure_ascii=False, allow_nan=False) + "\n")
