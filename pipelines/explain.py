@@ -60,28 +60,29 @@ def _id_counts(items) -> dict:
 
 
 def read_items(path: str) -> tuple[list, list]:
-    """``(items, dead letters)`` of the JSON Lines file ``path``, read as the audit reads its input: in any
-    encoding its first bytes tell (a BOM; UTF-16, UTF-32), compressed or not, no line held over the
-    record limit (:func:`~fair_forge_beam.io.read.file_lines`), each line parsed and checked as the
-    audit's (:func:`~fair_forge_beam.io.read.line_record`: the same dead letters, with the same reasons);
-    blank lines are no item. A dead letter names the file and the line's number.
+    """``(items, dead letters)`` of the JSON Lines file ``path``, read as the audit reads its input, by
+    its reader (:func:`~fair_forge_beam.io.read.jsonl_file_records`): in any encoding its first bytes
+    tell (a BOM; UTF-16, UTF-32), compressed or not (a compressed file cut short: its items before the
+    cut and the audit's dead letter saying the rest is missing; one of 0 bytes: that dead letter), no
+    line held over the record limit, each line parsed and checked as the audit's
+    (:func:`~fair_forge_beam.io.read.line_record`: the same dead letters, with the same reasons); blank
+    lines are no item. A dead letter's ``source`` is the audit's: the absolute path and the line's byte
+    offset.
 
     Raises:
-        OSError: the file cannot be opened or read (a compressed file cut short or damaged too)."""
-    from fair_forge_beam.io.edge import open_input
+        OSError: the file cannot be opened or read."""
     from fair_forge_beam.io.elements import dead_letter
-    from fair_forge_beam.io.read import MAX_RECORD_BYTES, ReadError, file_lines, line_record
+    from fair_forge_beam.io.read import MAX_RECORD_BYTES, ReadError, jsonl_file_records, line_record
 
     items, dead = [], []
-    with open_input(path) as fh:
-        for no, (_, _, payload) in enumerate(file_lines(path, fh, MAX_RECORD_BYTES), 1):
-            line = payload if isinstance(payload, ReadError) else line_record(payload, MAX_RECORD_BYTES)
-            if line is None:
-                continue
-            if line.reason is None:
-                items.append(line.record)
-            else:
-                dead.append(dead_letter("explain.read", line.reason, line.raw, source=f"{path}:{no}"))
+    for source, position, payload in jsonl_file_records(path, MAX_RECORD_BYTES):
+        line = payload if isinstance(payload, ReadError) else line_record(payload, MAX_RECORD_BYTES)
+        if line is None:
+            continue
+        if line.reason is None:
+            items.append(line.record)
+        else:
+            dead.append(dead_letter("explain.read", line.reason, line.raw, source=f"{source}:{position}"))
     return items, dead
 
 

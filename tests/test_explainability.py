@@ -390,13 +390,32 @@ def _audit_reasons(lines: list, encoding: str, folder) -> list:
     from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
     from helpers import fnapi_pipeline
 
-    path, out = folder / f"audit-{encoding}.jsonl", folder / f"audit-{encoding}"
+    path = folder / f"audit-{encoding}.jsonl"
     path.write_bytes(("\n".join(lines) + "\n").encode(encoding))
+    return [reason for reason, _ in _audit_dead_letters(path)]
+
+
+def _as_the_audits(dead: list, path) -> int:
+    """How many of explain's dead letters ``dead`` of file ``path`` there are, each asserted to be one the
+    audit's reader gives it: the same source, the same reason (the audit refuses explain's items too:
+    no session record)."""
+    audit = dict((source, reason) for reason, source in _audit_dead_letters(path))
+    assert {d.source: d.reason for d in dead} == {d.source: audit.get(d.source) for d in dead}
+    return len(dead)
+
+
+def _audit_dead_letters(path) -> list:
+    """``(reason, source)`` of the dead letters the audit's reader gives file ``path``, in file order."""
+    from fair_forge_beam.io.read import ReadInteractions
+    from fair_forge_beam.io.write import read_jsonl_shards, write_jsonl
+    from helpers import fnapi_pipeline
+
+    out = path.parent / f"{path.name}-audit"
     p = fnapi_pipeline()
     write_jsonl((p | ReadInteractions(str(path)))["dead_letter"], str(out / "d"), "D")
     p.run().wait_until_finish()
     dead = sorted(read_jsonl_shards(str(out / "d")), key=lambda d: int(d["source"].rsplit(":", 1)[1]))
-    return [d["reason"] for d in dead]
+    return [(d["reason"], d["source"]) for d in dead]
 
 
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-be", "utf-32"])
@@ -416,7 +435,71 @@ def test_explain_reads_its_input_as_the_audit_reads_its_own(tmp_path, encoding):
     got, dead = explain.read_items(str(path))
     assert got == items
     assert [d.reason for d in dead] == _audit_reasons(_BAD_LINES, encoding, tmp_path)
-    assert [d.source for d in dead] == [f"{path}:{n}" for n in (3, 4, 5)]
+    # fix51b: the audit's sources too (the absolute path, the line's offset), not "items.jsonl:3" (a line number)
+    assert _as_the_audits(dead, path) == 3
+
+
+_WORDS = "red blue green black white grey brown pink gold tan big small old new warm cold".split()
+
+
+def _cut_gzip(path, n_items: int):
+    """``path`` (a ``.jsonl.gz``): ``n_items`` item lines gzipped, only the first half of the bytes kept;
+    returns how many of the items are whole before the cut."""
+    import gzip
+    import json
+    import zlib
+
+    lines = b"".join(json.dumps({"id": str(i), "prompt": f"the {_WORDS[i * 7 % 16]} cat sat", "target": f"on a {_WORDS[i % 16]} mat"}).encode() + b"\n"
+                     for i in range(n_items))
+    data = gzip.compress(lines, mtime=0)
+    path.write_bytes(data[:len(data) // 2])
+    got = zlib.decompressobj(31).decompress(data[:len(data) // 2])
+    return got.count(b"\n")
+
+
+@pytest.mark.parametrize("case", ["cut", "empty", "plain"])
+def test_explain_reads_a_compressed_input_as_the_audit_and_names_places_as_it(tmp_path, monkeypatch, case):
+    """fix51b (trial50 B2, B3): a .jsonl.gz cut short was a usage error for explain (exit 2, no item) where
+    the audit reads the records before the cut and writes one dead letter; a .jsonl.gz of 0 bytes likewise
+    (the audit: one dead letter). And a dead letter's source was the path as typed with a line number
+    ("items.jsonl:2") where the audit gives the absolute path and the byte offset. Now: the audit's items,
+    dead letters, reasons and sources, the input given by a relative path."""
+    from pipelines import explain
+
+    monkeypatch.chdir(tmp_path)
+    if case == "cut":
+        path, whole = tmp_path / "cut.jsonl.gz", _cut_gzip(tmp_path / "cut.jsonl.gz", 400)
+        assert 0 < whole < 400
+    elif case == "empty":
+        path, whole = tmp_path / "z.jsonl.gz", 0
+        path.write_bytes(b"")
+    else:
+        path, whole = tmp_path / "items.jsonl", 1
+        path.write_bytes(b'{"id": "a", "prompt": "p", "target": "t"}\nnot json\n')
+    items, dead = explain.read_items(path.name)
+    assert len(items) == whole and _as_the_audits(dead, path) == 1
+    assert dead[0].source.startswith(str(path) + ":")
+
+
+def test_explain_of_a_cut_and_an_empty_gzip_input_explains_what_the_audit_reads(tmp_path):
+    """End to end (trial50 B2): the items before the cut are explained and the cut is a dead letter (main:
+    exit 2, "--input: cannot read … cut short"); a .jsonl.gz of 0 bytes is an empty run, exit 4 (main: 2)."""
+    pytest.importorskip("interpreto", reason="optional extra [explain] (interpreto) not installed")
+    from pipelines import explain
+
+    from fair_forge_beam.io.write import read_jsonl_shards
+
+    cut, empty = tmp_path / "cut.jsonl.gz", tmp_path / "z.jsonl.gz"
+    whole = _cut_gzip(cut, 16)
+    empty.write_bytes(b"")
+    args = ["--model", "tiny-random", "--method", "Occlusion", "--no-report"]
+    assert explain.main(["--input", str(cut), "--output", str(tmp_path / "o"), *args]) == 0
+    dead = read_jsonl_shards(str(tmp_path / "o" / "dead_letter"))  # the tiny model's word split drops some
+    [letter] = [d for d in dead if d["stage"] == "explain.read"]
+    assert "cut short" in letter["reason"] and letter["source"].startswith(f"{cut}:")
+    done = {r["id"] for r in read_jsonl_shards(str(tmp_path / "o" / "attributions"))}
+    assert done | {d["element_id"] for d in dead if d is not letter} == {str(i) for i in range(whole)} and done
+    assert explain.main(["--input", str(empty), "--output", str(tmp_path / "e"), *args]) == 4
 
 
 def test_an_explain_item_with_a_nan_id_is_a_dead_letter_as_a_record_with_one_is_for_the_audit(tmp_path):

@@ -1334,6 +1334,30 @@ def _jsonl_file_source(path: str, max_record_bytes: int = MAX_RECORD_BYTES) -> _
     return _JsonLinesSource(glob.escape(path), max_record_bytes)
 
 
+def jsonl_file_records(path: str, max_record_bytes: int = MAX_RECORD_BYTES):
+    """``(file, position, payload)`` of the one local JSON Lines file ``path`` read whole as the audit
+    reads its ``--input``, for a command that reads a file outside a pipeline (``pipelines.explain``):
+    the same reader (:class:`_JsonLinesSource`), so compressed files alike — a file cut short gives its
+    lines before the cut, then the dead letter saying what is missing; a compressed file of 0 bytes its
+    one dead letter (:class:`_MatchJsonl`) — and the same places: ``file`` absolute
+    (:func:`absolute_pattern`), ``position`` the line's byte offset (docs/data.md "The position is
+    not a line number"), so a dead letter's ``source`` ``f"{file}:{position}"`` is the audit's.
+
+    Raises:
+        OSError: the file cannot be opened or read."""
+    from apache_beam.io.range_trackers import OffsetRangeTracker
+
+    name = absolute_pattern(path)
+    tracker = OffsetRangeTracker(0, OffsetRangeTracker.OFFSET_INFINITY)
+    with edge.open_input(name):  # opened first: a missing or unreadable file, a FIFO, is an OSError, not a dead letter
+        pass
+    if CompressionTypes.detect_compression_type(name) != CompressionTypes.UNCOMPRESSED:
+        yield from _JsonLinesSource._read_compressed(name, tracker, max_record_bytes)
+        return
+    if os.path.getsize(name):  # a plain file of 0 bytes: no line, no record (Beam's sources skip it unread)
+        yield from _jsonl_file_source(name, max_record_bytes).read_records(name, tracker)
+
+
 def compressed_refusal(path: str) -> Optional[ReadError]:
     """The one dead letter of a compressed input none of whose records is read, or ``None`` (not
     compressed, or its records can be read): the data is decompressed once and dropped
