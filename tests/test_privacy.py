@@ -461,3 +461,33 @@ def test_an_answer_of_many_detections_is_matched_in_n_log_n():
     assert n_kept == 2_500 and counts["email_address"] == [2_500, 0, 0]
     large = min(run(20_000)[0] for _ in range(2))
     assert large < 40 * max(small, 0.002), (small, large)
+
+
+def test_pattern_detector_reads_full_width_digits_and_no_other_non_ascii_digits():
+    """fix51b (trial50b B6): docs/metrics/privacy.md said the detector treats non-ASCII digits as ordinary
+    characters; full-width ones are found (NFKC), Arabic-Indic and Devanagari ones are not. Each example
+    the doc gives, as the doc says it."""
+    from fair_forge_beam.components.pii import PatternDetector
+
+    def found(text):
+        return [(s.label, s.text) for s in PatternDetector().predict(text)]
+
+    def digits(s, zero):
+        return "".join(chr(zero + int(c)) if c.isdigit() else c for c in s)
+
+    full = digits("4111111111111111", 0xFF10)
+    assert found(f"card {full} x") == [("credit_card", full)]
+    ip = digits("192.168.1.1", 0xFF10)
+    assert found(f"ip {ip} x") == [("ip_address", ip)]
+    mail = "".join(chr(ord(c) + 0xFEE0) for c in "john@example.com")
+    assert found(f"mail {mail} x") == [("email_address", mail)]
+    for zero in (0x660, 0x966):  # Arabic-Indic, Devanagari
+        assert found(f"card {digits('4111111111111111', zero)} ip {digits('192.168.1.1', zero)} "
+                     f"ssn {digits('123-45-6789', zero)}") == []
+    assert found("card 4111\ud8001111 x") == []
+    assert found("x\ud800john@example.com y") == [("email_address", "john@example.com")]
+    import pathlib
+
+    doc = (pathlib.Path(__file__).parent.parent / "docs" / "metrics" / "privacy.md").read_text(encoding="utf-8")
+    assert f"`{full}` a `credit_card`" in doc and f"`{ip}` an `ip_address`" in doc and f"`{mail}` an `email_address`" in doc
+    assert "non-ASCII digits as ordinary characters" not in doc
