@@ -61,7 +61,7 @@ def _id_counts(items) -> dict:
 
 def read_items(path: str) -> tuple[list, list]:
     """``(items, dead letters)`` of the JSON Lines file ``path``, read as the audit reads its input, by
-    its reader (:func:`~fair_forge_beam.io.read.jsonl_file_records`): in any encoding its first bytes
+    its reader (:func:`~fair_forge_beam.io.read.jsonl_file_lines`): in any encoding its first bytes
     tell (a BOM; UTF-16, UTF-32), compressed or not (a compressed file cut short: its items before the
     cut and the audit's dead letter saying the rest is missing; one of 0 bytes: that dead letter), no
     line held over the record limit, each line parsed and checked as the audit's
@@ -72,10 +72,10 @@ def read_items(path: str) -> tuple[list, list]:
     Raises:
         OSError: the file cannot be opened or read."""
     from fair_forge_beam.io.elements import dead_letter
-    from fair_forge_beam.io.read import MAX_RECORD_BYTES, ReadError, jsonl_file_records, line_record
+    from fair_forge_beam.io.read import MAX_RECORD_BYTES, ReadError, jsonl_file_lines, line_record
 
     items, dead = [], []
-    for source, position, payload in jsonl_file_records(path, MAX_RECORD_BYTES):
+    for source, position, payload in jsonl_file_lines(path, MAX_RECORD_BYTES):
         line = payload if isinstance(payload, ReadError) else line_record(payload, MAX_RECORD_BYTES)
         if line is None:
             continue

@@ -1334,30 +1334,6 @@ def _jsonl_file_source(path: str, max_record_bytes: int = MAX_RECORD_BYTES) -> _
     return _JsonLinesSource(glob.escape(path), max_record_bytes)
 
 
-def jsonl_file_records(path: str, max_record_bytes: int = MAX_RECORD_BYTES):
-    """``(file, position, payload)`` of the one local JSON Lines file ``path`` read whole as the audit
-    reads its ``--input``, for a command that reads a file outside a pipeline (``pipelines.explain``):
-    the same reader (:class:`_JsonLinesSource`), so compressed files alike — a file cut short gives its
-    lines before the cut, then the dead letter saying what is missing; a compressed file of 0 bytes its
-    one dead letter (:class:`_MatchJsonl`) — and the same places: ``file`` absolute
-    (:func:`absolute_pattern`), ``position`` the line's byte offset (docs/data.md "The position is
-    not a line number"), so a dead letter's ``source`` ``f"{file}:{position}"`` is the audit's.
-
-    Raises:
-        OSError: the file cannot be opened or read."""
-    from apache_beam.io.range_trackers import OffsetRangeTracker
-
-    name = absolute_pattern(path)
-    tracker = OffsetRangeTracker(0, OffsetRangeTracker.OFFSET_INFINITY)
-    with edge.open_input(name):  # opened first: a missing or unreadable file, a FIFO, is an OSError, not a dead letter
-        pass
-    if CompressionTypes.detect_compression_type(name) != CompressionTypes.UNCOMPRESSED:
-        yield from _JsonLinesSource._read_compressed(name, tracker, max_record_bytes)
-        return
-    if os.path.getsize(name):  # a plain file of 0 bytes: no line, no record (Beam's sources skip it unread)
-        yield from _jsonl_file_source(name, max_record_bytes).read_records(name, tracker)
-
-
 def compressed_refusal(path: str) -> Optional[ReadError]:
     """The one dead letter of a compressed input none of whose records is read, or ``None`` (not
     compressed, or its records can be read): the data is decompressed once and dropped
@@ -1479,18 +1455,29 @@ def _decoded_lines(file_name: str, f, encoding: str, limit: int = MAX_RECORD_BYT
             return
 
 
-def jsonl_file_lines(path: str, limit: int = MAX_RECORD_BYTES):
-    """``(file, offset, line or ReadError)`` of a whole JSON Lines file, plain or compressed, as the
-    audit's reader reads it (:class:`_JsonLinesSource`): a damaged compressed file is one
-    :class:`ReadError` and no line; one cut short gives its complete lines, then one ``ReadError``
-    saying what is missing. Raises ``OSError`` when the file cannot be opened."""
+def jsonl_file_lines(path: str, max_record_bytes: int = MAX_RECORD_BYTES):
+    """``(file, position, line or ReadError)`` of the one local JSON Lines file ``path`` read whole as the
+    audit reads its ``--input``, for what reads a file outside a pipeline (``pipelines.explain``, the
+    HH-RLHF retriever): the same reader (:class:`_JsonLinesSource`), so compressed files alike — a damaged
+    one is one :class:`ReadError` and no line; one cut short gives its complete lines, then the
+    :class:`ReadError` saying what is missing; one of 0 bytes its one :class:`ReadError`
+    (:class:`_MatchJsonl`) — and the same places: ``file`` absolute (:func:`absolute_pattern`),
+    ``position`` the line's byte offset (docs/data.md "The position is not a line number"), so a dead
+    letter's ``source`` ``f"{file}:{position}"`` is the audit's.
+
+    Raises:
+        OSError: the file cannot be opened or read (a missing file, a FIFO)."""
     from apache_beam.io.range_trackers import OffsetRangeTracker
 
-    if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
-        yield from _JsonLinesSource._read_compressed(path, OffsetRangeTracker(0, OffsetRangeTracker.OFFSET_INFINITY), limit)
+    name = absolute_pattern(path)
+    tracker = OffsetRangeTracker(0, OffsetRangeTracker.OFFSET_INFINITY)
+    with edge.open_input(name):  # opened first: a missing or unreadable file, a FIFO, is an OSError, not a dead letter
+        pass
+    if CompressionTypes.detect_compression_type(name) != CompressionTypes.UNCOMPRESSED:
+        yield from _JsonLinesSource._read_compressed(name, tracker, max_record_bytes)
         return
-    with edge.open_input(path) as f:
-        yield from file_lines(path, f, limit)
+    if os.path.getsize(name):  # a plain file of 0 bytes: no line, no record (Beam's sources skip it unread)
+        yield from _jsonl_file_source(name, max_record_bytes).read_records(name, tracker)
 
 
 def file_lines(file_name: str, f, limit: int = MAX_RECORD_BYTES, head: bytes = b""):
